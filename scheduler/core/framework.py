@@ -1,0 +1,200 @@
+"""The plugin contract and one profile's plugin chain.
+
+A plugin is a class with a ``name`` and any of the extension-point methods
+below; the profile calls the ones it has, in the order the configuration
+enables them. Conventions, chosen for speed on the hot path:
+
+- "success" is ``None``; a failure is a :class:`Status`.
+- ``pre_filter`` may return ``SKIP`` (the plugin has nothing to check for
+  this pod, so its ``filter`` is not called this cycle), or a
+  :class:`PreFilterResult` that narrows the candidate nodes.
+- ``pre_score`` may return ``SKIP`` likewise for ``score``.
+- ``score`` returns an int; ``normalize_scores`` (optional) rescales the
+  scores of all nodes in place to 0..100. The profile then applies weights.
+- ``reserve``/``unreserve`` run in the scheduling cycle, ``pre_bind`` and
+  ``post_bind`` in the binding cycle (another thread), so they must not touch
+  the cycle's snapshot.
+
+Plugins are built once per profile by ``Factory(args, handle)``, where
+``args`` is the plugin's typed arguments (or ``None``) and ``handle`` gives
+read access to the cluster state (:class:`Handle`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.podinfo import PodInfo
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    SKIP = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin else Status(self.code, self.reasons, plugin)
+
+
+SKIP = Status(Code.SKIP)
+
+
+def unschedulable(*reasons: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, reasons)
+
+
+def unresolvable(*reasons: str) -> Status:
+    """Unschedulable, and no other pod's removal would help (no preemption)."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+
+
+def error(reason: str) -> Status:
+    return Status(Code.ERROR, (reason,))
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Only these nodes can fit (e.g. a DaemonSet pod's node affinity on metadata.name)."""
+
+    node_names: frozenset[str]
+
+
+class CycleState(dict[str, Any]):
+    """Data a plugin keeps from one extension point to the next, for one pod's cycle.
+
+    Keys are plugin names (or ``"<plugin>/<what>"``)."""
+
+
+class Snapshot(Protocol):
+    """The cluster as the scheduling cycle sees it (read-only for plugins)."""
+
+    def list(self) -> list[NodeInfo]: ...
+    def get(self, name: str) -> NodeInfo | None: ...
+    def have_pods_with_affinity(self) -> list[NodeInfo]: ...
+    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]: ...
+
+
+class Store(Protocol):
+    """An informer's store of raw objects, keyed ``namespace/name`` (or ``name``)."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+    def list(self) -> list[dict[str, Any]]: ...
+
+
+class Handle(Protocol):
+    """What a plugin may use besides its arguments."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    def store(self, resource: str) -> Store:
+        """The store of ``persistentvolumeclaims``, ``persistentvolumes``,
+        ``storageclasses``, ``csinodes`` or ``namespaces``."""
+        ...
+
+    @property
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` (for PreBind writes); None in unit tests."""
+        ...
+
+    @property
+    def scheduler_name(self) -> str: ...
+
+
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> Status | PreFilterResult | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int: ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Protocol):
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+Factory = Callable[[Any, Handle], Any]
+"""Builds a plugin from its typed args (None when it takes none) and the handle."""
+
+
+def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:
+    """Scale scores so the highest becomes 100 (``helper.DefaultNormalizeScore``).
+
+    With ``reverse`` the lowest raw score becomes the best (100).
+    """
+    if not scores:
+        return
+    top = max(scores.values())
+    if top == 0:
+        if reverse:
+            for k in scores:
+                scores[k] = MAX_NODE_SCORE
+        return
+    for k, v in scores.items():
+        s = MAX_NODE_SCORE * v // top
+        scores[k] = MAX_NODE_SCORE - s if reverse else s
+
+
+def iter_plugins(plugins: Iterable[Any], kind: type) -> list[Any]:
+    return [p for p in plugins if isinstance(p, kind)]
+
+
+def weights_of(weights: Mapping[str, int], plugins: Iterable[Any]) -> list[int]:
+    return [weights.get(p.name, 1) for p in plugins]

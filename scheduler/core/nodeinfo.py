@@ -1,0 +1,87 @@
+"""NodeInfo: a node and the pods the scheduler counts on it, kept up to date incrementally.
+
+Every change bumps ``generation``, so a plugin may cache per-node results and
+know when they went stale.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from scheduler.core.podinfo import HostPort, PodInfo
+from scheduler.core.resources import Resource
+
+
+class NodeInfo:
+    __slots__ = ("name", "node", "labels", "taints", "unschedulable", "allocatable",
+                 "pods", "requested", "non_zero_requested", "used_ports",
+                 "pods_with_affinity", "pods_with_required_anti_affinity", "generation", "memo")
+
+    def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.node: dict[str, Any] | None = None
+        self.labels: dict[str, str] = {}
+        self.taints: list[dict[str, Any]] = []
+        self.unschedulable = False
+        self.allocatable = Resource()
+        self.pods: dict[str, PodInfo] = {}
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.used_ports: Counter[HostPort] = Counter()
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        self.generation = 0
+        self.memo: dict[str, Any] = {}
+        """Per-plugin caches; cleared on every change."""
+        if node is not None:
+            self.set_node(node)
+
+    def _changed(self) -> None:
+        self.generation += 1
+        if self.memo:
+            self.memo.clear()
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        self.node = node
+        self.labels = node["metadata"].get("labels") or {}
+        spec = node.get("spec") or {}
+        self.taints = spec.get("taints") or []
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.allocatable = Resource.from_list((node.get("status") or {}).get("allocatable"))
+        self._changed()
+
+    def add_pod(self, pi: PodInfo) -> None:
+        self.pods[pi.uid] = pi
+        self.requested.add(pi.requests)
+        self.non_zero_requested.add(pi.non_zero_requests)
+        if pi.host_ports:
+            self.used_ports.update(pi.host_ports)
+        if pi.has_affinity:
+            self.pods_with_affinity[pi.uid] = pi
+        if pi.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity[pi.uid] = pi
+        self._changed()
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        pi = self.pods.pop(uid, None)
+        if pi is None:
+            return None
+        self.requested.sub(pi.requests)
+        self.non_zero_requested.sub(pi.non_zero_requests)
+        if pi.host_ports:
+            self.used_ports.subtract(pi.host_ports)
+            self.used_ports = +self.used_ports  # drop zero counts
+        self.pods_with_affinity.pop(uid, None)
+        self.pods_with_required_anti_affinity.pop(uid, None)
+        self._changed()
+        return pi
+
+    def internal_ip(self) -> str:
+        for addr in ((self.node or {}).get("status") or {}).get("addresses") or ():
+            if addr.get("type") == "InternalIP":
+                return addr.get("address", "")
+        return ""
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)}, gen={self.generation})"
