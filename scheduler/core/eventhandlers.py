@@ -1,0 +1,113 @@
+"""Routing informer events to the cache and the queue, as kube-scheduler's eventhandlers.go.
+
+- A bound pod (spec.nodeName set) counts in the cache, whoever scheduled it.
+- An unbound pod of one of our scheduler names, not being deleted, is queued.
+- Changes that may make an unschedulable pod fit move the unschedulable pods on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.core.cache import Cache
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.queue import SchedulingQueue
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+# Plugins whose verdict an added or changed bound pod can change.
+POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
+
+
+def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a node scheduling reads; heartbeats change nothing of it."""
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    return (
+        repr(node["metadata"].get("labels")),
+        repr(spec.get("taints")),
+        bool(spec.get("unschedulable")),
+        repr(status.get("allocatable")),
+        repr(status.get("addresses")),
+    )
+
+
+class EventHandlers:
+    def __init__(self, cache: Cache, queue: SchedulingQueue, scheduler_names: Iterable[str]) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.names = frozenset(scheduler_names)
+
+    def _ours(self, pod: dict[str, Any]) -> bool:
+        return ((pod.get("spec") or {}).get("schedulerName") or "default-scheduler") in self.names
+
+    @staticmethod
+    def _bound(pod: dict[str, Any]) -> bool:
+        return bool((pod.get("spec") or {}).get("nodeName"))
+
+    @staticmethod
+    def _finished(pod: dict[str, Any]) -> bool:
+        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+    # --- pods ---------------------------------------------------------------------
+
+    def on_pod_add(self, pod: dict[str, Any]) -> None:
+        if self._finished(pod):
+            return
+        if self._bound(pod):
+            pi = PodInfo.from_pod(pod)
+            self.queue.delete(pi.uid)
+            self.cache.add_pod(pi)
+            self.queue.move_all("AssignedPodAdd", POD_SENSITIVE)
+        elif self._ours(pod) and not pod["metadata"].get("deletionTimestamp"):
+            pi = PodInfo.from_pod(pod)
+            logger.log(V(5), "Add event for unscheduled pod", extra=kv(pod=pi.key))
+            self.queue.add(pi)
+
+    def on_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if self._finished(new):
+            self.on_pod_delete(old)
+            return
+        if self._bound(new):
+            pi = PodInfo.from_pod(new)
+            if not self._bound(old):
+                self.queue.delete(pi.uid)
+            self.cache.update_pod(pi)
+            if old["metadata"].get("labels") != new["metadata"].get("labels"):
+                self.queue.move_all("AssignedPodUpdate", POD_SENSITIVE)
+        elif self._ours(new):
+            uid = new["metadata"].get("uid")
+            if new["metadata"].get("deletionTimestamp"):
+                self.queue.delete(uid)
+            elif not self.cache.has_pod(uid):  # skip updates of pods we assumed
+                self.queue.update(PodInfo.from_pod(new))
+
+    def on_pod_delete(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"].get("uid")
+        if self.cache.has_pod(uid):
+            removed = self.cache.remove_pod(uid)
+            if removed is not None and self._bound(pod):
+                self.queue.move_all("AssignedPodDelete")
+        self.queue.delete(uid)
+
+    # --- nodes --------------------------------------------------------------------
+
+    def on_node_add(self, node: dict[str, Any]) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all("NodeAdd")
+
+    def on_node_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.cache.update_node(new)
+        if _node_fingerprint(old) != _node_fingerprint(new):
+            self.queue.move_all("NodeUpdate")
+
+    def on_node_delete(self, node: dict[str, Any]) -> None:
+        self.cache.remove_node(node)
+
+    # --- other objects the plugins read (PVCs, PVs, classes, namespaces) --------------
+
+    def on_storage_change(self, *objs: dict[str, Any]) -> None:
+        self.queue.move_all("StorageChange", frozenset({"VolumeBinding"}))

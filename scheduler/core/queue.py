@@ -1,0 +1,292 @@
+"""The scheduling queue: active (a priority heap), backoff, and unschedulable.
+
+As kube-scheduler's PriorityQueue:
+
+- ``active`` pops the highest priority first, then the pod queued earliest
+  (PrioritySort).
+- A pod that failed goes to ``backoff`` for ``initial * 2^(attempts-1)``
+  seconds (capped at ``max``) if it failed with an error, or if the cluster
+  changed while it was being scheduled; otherwise to ``unschedulable``.
+- ``unschedulable`` pods move on when the cluster changes in a way that may
+  help (a node added or changed, a pod deleted, ...: ``move_all``), or after
+  ``unschedulable_timeout`` (5 minutes) at the latest.
+- Pods are keyed by uid. An update to a queued pod replaces it in place; an
+  update to an unschedulable pod moves it on, as the change may make it fit.
+
+A background thread (``run``) moves pods whose backoff has expired, and old
+unschedulable pods, to ``active``. ``pop`` blocks until a pod is ready.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.core.podinfo import PodInfo
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPod:
+    pod: PodInfo
+    timestamp: float
+    """When the pod was (last) added to the queue; PrioritySort's tie breaker."""
+    initial_attempt: float | None = None
+    """When it was first popped, for the end-to-end scheduling latency."""
+    attempts: int = 0
+    unschedulable_plugins: frozenset[str] = field(default_factory=frozenset)
+    backoff_expiry: float = 0.0
+
+
+class SchedulingQueue:
+    def __init__(self, initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 unschedulable_timeout: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 on_change: Callable[[dict[str, int]], None] | None = None) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.unschedulable_timeout = unschedulable_timeout
+        self._clock = clock
+        self._on_change = on_change
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, uid)
+        self._backoff: list[tuple[float, int, str]] = []      # (expiry, seq, uid)
+        self._where: dict[str, str] = {}                       # uid -> ACTIVE|BACKOFF|UNSCHEDULABLE
+        self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
+        self._pods: dict[str, QueuedPod] = {}                  # queued pods (not in flight)
+        self._unsched_since: dict[str, float] = {}
+        self._in_flight: dict[str, QueuedPod] = {}
+        self._latest: dict[str, PodInfo] = {}                  # updates that arrived while in flight
+        self._deleted_in_flight: set[str] = set()
+        self._move_cycle = 0                                   # bumped by every move_all
+        self._pop_cycle: dict[str, int] = {}
+        self._closed = False
+
+    # --- producers (informer threads) -----------------------------------------
+
+    def add(self, pod: PodInfo) -> None:
+        with self._cond:
+            if pod.uid in self._in_flight:
+                self._latest[pod.uid] = pod
+                return
+            if pod.uid in self._pods:
+                self._update_locked(pod)
+                return
+            qp = QueuedPod(pod, self._clock())
+            self._pods[pod.uid] = qp
+            self._push_active(qp)
+            self._changed()
+
+    def update(self, pod: PodInfo) -> None:
+        self.add(pod)
+
+    def delete(self, uid: str) -> None:
+        with self._cond:
+            if uid in self._in_flight:
+                self._deleted_in_flight.add(uid)
+                self._latest.pop(uid, None)
+            if self._pods.pop(uid, None) is not None:
+                self._set_where(uid, None)  # heap entries are dropped lazily
+                self._unsched_since.pop(uid, None)
+                self._changed()
+
+    def move_all(self, event: str, plugins: frozenset[str] | None = None) -> None:
+        """The cluster changed (``event`` says how): give unschedulable pods another try.
+
+        With ``plugins``, only pods rejected by one of those plugins move (an
+        added pod can only help a pod that failed on pod affinity or spread).
+        """
+        with self._cond:
+            self._move_cycle += 1
+            if not self._unsched_since:
+                return
+            now = self._clock()
+            moved = 0
+            for uid in list(self._unsched_since):
+                qp = self._pods[uid]
+                if plugins is not None and not (qp.unschedulable_plugins & plugins):
+                    continue
+                del self._unsched_since[uid]
+                if qp.backoff_expiry > now:
+                    self._push_backoff(qp)
+                else:
+                    self._push_active(qp)
+                moved += 1
+            logger.log(V(5), "Moved unschedulable pods", extra=kv(event=event, pods=moved))
+            self._changed()
+
+    # --- the scheduling loop ----------------------------------------------------
+
+    def pop(self, timeout: float | None = None) -> QueuedPod | None:
+        """The next pod to schedule; None once closed (or after ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                while self._active:
+                    _, _, _, uid = heapq.heappop(self._active)
+                    if self._where.get(uid) != ACTIVE:
+                        continue  # stale heap entry
+                    self._set_where(uid, None)
+                    qp = self._pods.pop(uid)
+                    qp.attempts += 1
+                    if qp.initial_attempt is None:
+                        qp.initial_attempt = self._clock()
+                    self._in_flight[uid] = qp
+                    self._pop_cycle[uid] = self._move_cycle
+                    self._changed()
+                    return qp
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def done(self, qp: QueuedPod) -> None:
+        """The pod's cycle ended and it was bound (or dropped): forget it."""
+        with self._cond:
+            uid = qp.pod.uid
+            self._in_flight.pop(uid, None)
+            self._pop_cycle.pop(uid, None)
+            self._latest.pop(uid, None)
+            self._deleted_in_flight.discard(uid)
+
+    def requeue(self, qp: QueuedPod, unschedulable_plugins: frozenset[str] = frozenset(),
+                error: bool = False) -> None:
+        """The pod's cycle failed: back off, or park it until the cluster changes."""
+        with self._cond:
+            uid = qp.pod.uid
+            self._in_flight.pop(uid, None)
+            popped_at = self._pop_cycle.pop(uid, self._move_cycle)
+            if uid in self._deleted_in_flight:
+                self._deleted_in_flight.discard(uid)
+                self._latest.pop(uid, None)
+                return
+            latest = self._latest.pop(uid, None)
+            if latest is not None:
+                qp.pod = latest
+            qp.unschedulable_plugins = unschedulable_plugins
+            qp.backoff_expiry = self._clock() + self.backoff_duration(qp.attempts)
+            self._pods[uid] = qp
+            if latest is not None:
+                self._push_active(qp)  # it changed while in flight: retry now
+            elif error or self._move_cycle > popped_at:
+                self._push_backoff(qp)
+            else:
+                self._set_where(uid, UNSCHEDULABLE)
+                self._unsched_since[uid] = self._clock()
+            self._changed()
+
+    def backoff_duration(self, attempts: int) -> float:
+        d = self.initial_backoff * (2 ** max(0, attempts - 1))
+        return min(d, self.max_backoff)
+
+    # --- time-driven moves --------------------------------------------------------
+
+    def flush(self) -> None:
+        """Move expired backoffs, and pods unschedulable for too long, to active."""
+        with self._cond:
+            now = self._clock()
+            moved = False
+            while self._backoff and self._backoff[0][0] <= now:
+                _, _, uid = heapq.heappop(self._backoff)
+                qp = self._pods.get(uid)
+                if qp is None or self._where.get(uid) != BACKOFF or qp.backoff_expiry > now:
+                    continue
+                self._push_active(qp)
+                moved = True
+            for uid, since in list(self._unsched_since.items()):
+                if now - since >= self.unschedulable_timeout:
+                    del self._unsched_since[uid]
+                    self._push_active(self._pods[uid])
+                    moved = True
+            if moved:
+                self._changed()
+
+    def next_flush_in(self) -> float:
+        with self._cond:
+            now = self._clock()
+            waits = [1.0]
+            if self._backoff:
+                waits.append(max(0.0, self._backoff[0][0] - now))
+            return min(waits)
+
+    def run(self, stop: threading.Event) -> None:
+        """Flush on time until ``stop``; run it in a thread."""
+        while not stop.is_set():
+            self.flush()
+            stop.wait(max(0.01, self.next_flush_in()))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # --- introspection ------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return self._counts_locked()
+
+    def where(self, uid: str) -> str | None:
+        with self._cond:
+            if uid in self._in_flight:
+                return "in-flight"
+            return self._where.get(uid)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._pods)
+
+    # --- internals ----------------------------------------------------------------
+
+    def _update_locked(self, pod: PodInfo) -> None:
+        qp = self._pods[pod.uid]
+        qp.pod = pod
+        where = self._where.get(pod.uid)
+        if where == UNSCHEDULABLE:
+            # An update may make it schedulable (kube-scheduler checks whether
+            # the change is relevant; any spec/label change is a fair proxy).
+            del self._unsched_since[pod.uid]
+            if qp.backoff_expiry > self._clock():
+                self._push_backoff(qp)
+            else:
+                self._push_active(qp)
+            self._changed()
+        elif where == ACTIVE:
+            self._push_active(qp)  # priority may have changed; the old entry goes stale
+
+    def _push_active(self, qp: QueuedPod) -> None:
+        uid = qp.pod.uid
+        self._set_where(uid, ACTIVE)
+        heapq.heappush(self._active, (-qp.pod.priority, qp.timestamp, next(self._seq), uid))
+        self._cond.notify()
+
+    def _push_backoff(self, qp: QueuedPod) -> None:
+        uid = qp.pod.uid
+        self._set_where(uid, BACKOFF)
+        heapq.heappush(self._backoff, (qp.backoff_expiry, next(self._seq), uid))
+
+    def _set_where(self, uid: str, where: str | None) -> None:
+        old = self._where.pop(uid, None)
+        if old is not None:
+            self._counts[old] -= 1
+        if where is not None:
+            self._where[uid] = where
+            self._counts[where] += 1
+
+    def _counts_locked(self) -> dict[str, int]:
+        return {**self._counts, "gated": 0}
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self._counts_locked())

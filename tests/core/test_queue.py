@@ -1,0 +1,170 @@
+import threading
+
+import pytest
+
+from scheduler.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from tests.core.util import pinfo
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def q(clock: Clock) -> SchedulingQueue:
+    return SchedulingQueue(initial_backoff=1.0, max_backoff=10.0, unschedulable_timeout=300.0, clock=clock)
+
+
+def test_pops_by_priority_then_queue_time(q: SchedulingQueue, clock: Clock) -> None:
+    low = pinfo("low", priority=0)
+    q.add(low)
+    clock.now += 1
+    high = pinfo("high", priority=100)
+    q.add(high)
+    clock.now += 1
+    low2 = pinfo("low2", priority=0)
+    q.add(low2)
+    assert [q.pop(0).pod.name for _ in range(3)] == ["high", "low", "low2"]
+    assert q.pop(timeout=0) is None
+
+
+def test_backoff_doubles_and_caps(q: SchedulingQueue) -> None:
+    assert [q.backoff_duration(n) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 8, 10, 10]
+
+
+def test_unschedulable_waits_for_a_cluster_change(q: SchedulingQueue, clock: Clock) -> None:
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"NodeResourcesFit"}))
+    assert q.where(qp.pod.uid) == UNSCHEDULABLE
+    clock.now += 60
+    q.flush()
+    assert q.pop(timeout=0) is None, "nothing changed: the pod stays parked"
+    q.move_all("NodeAdd")
+    assert q.pop(0).pod.uid == qp.pod.uid
+
+
+def test_move_during_backoff_goes_to_backoff_first(q: SchedulingQueue, clock: Clock) -> None:
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"NodeResourcesFit"}))
+    q.move_all("NodeAdd")  # still within its 1 s backoff
+    assert q.where(qp.pod.uid) == BACKOFF
+    assert q.pop(timeout=0) is None
+    clock.now += 1.0
+    q.flush()
+    assert q.pop(0) is qp
+
+
+def test_change_while_in_flight_sends_failure_to_backoff(q: SchedulingQueue, clock: Clock) -> None:
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.move_all("NodeUpdate")  # the cluster changed while the pod was being scheduled
+    q.requeue(qp, frozenset({"NodeResourcesFit"}))
+    assert q.where(qp.pod.uid) == BACKOFF
+
+
+def test_unschedulable_timeout_retries_after_five_minutes(q: SchedulingQueue, clock: Clock) -> None:
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"X"}))
+    clock.now += 299
+    q.flush()
+    assert q.where(qp.pod.uid) == UNSCHEDULABLE
+    clock.now += 1
+    q.flush()
+    assert q.where(qp.pod.uid) == ACTIVE
+
+
+def test_errors_back_off_exponentially(q: SchedulingQueue, clock: Clock) -> None:
+    q.add(pinfo("p"))
+    expiries = []
+    for _ in range(4):
+        qp = q.pop(0)
+        assert qp is not None
+        q.requeue(qp, error=True)
+        expiries.append(qp.backoff_expiry - clock.now)
+        clock.now = qp.backoff_expiry
+        q.flush()
+    assert expiries == [1, 2, 4, 8]
+
+
+def test_move_all_can_target_plugins(q: SchedulingQueue) -> None:
+    a, b = pinfo("a"), pinfo("b")
+    q.add(a)
+    q.add(b)
+    qa, qb = q.pop(0), q.pop(0)
+    q.requeue(qa, frozenset({"InterPodAffinity"}))
+    q.requeue(qb, frozenset({"NodeResourcesFit"}))
+    q.move_all("AssignedPodAdd", frozenset({"InterPodAffinity", "PodTopologySpread"}))
+    assert q.where(qa.pod.uid) == BACKOFF
+    assert q.where(qb.pod.uid) == UNSCHEDULABLE
+
+
+def test_update_and_delete(q: SchedulingQueue) -> None:
+    p = pinfo("p", priority=1)
+    q.add(p)
+    q.update(pinfo("p", priority=5, uid=p.uid))
+    assert len(q) == 1
+    got = q.pop(0)
+    assert got.pod.priority == 5
+    assert q.pop(timeout=0) is None, "the stale heap entry must not pop twice"
+    q.requeue(got, frozenset({"X"}))
+    q.delete(p.uid)
+    assert len(q) == 0 and q.where(p.uid) is None
+    q.move_all("NodeAdd")
+    assert q.pop(timeout=0) is None
+
+
+def test_delete_while_in_flight_drops_the_pod(q: SchedulingQueue) -> None:
+    p = pinfo("p")
+    q.add(p)
+    qp = q.pop(0)
+    q.delete(p.uid)
+    q.requeue(qp, error=True)
+    assert len(q) == 0
+
+
+def test_update_while_in_flight_is_retried_with_the_new_pod(q: SchedulingQueue) -> None:
+    p = pinfo("p", cpu="8")
+    q.add(p)
+    qp = q.pop(0)
+    q.update(pinfo("p", cpu="1", uid=p.uid))
+    q.requeue(qp, frozenset({"NodeResourcesFit"}))
+    again = q.pop(0)
+    assert again.pod.requests.milli_cpu == 1000 and again.attempts == 2
+
+
+def test_counts_track_every_move(q: SchedulingQueue, clock: Clock) -> None:
+    seen = []
+    q2 = SchedulingQueue(clock=clock, on_change=seen.append)
+    for i in range(3):
+        q2.add(pinfo(f"p{i}"))
+    assert q2.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "gated": 0}
+    qp = q2.pop(0)
+    q2.requeue(qp, frozenset({"X"}))
+    assert q2.counts()["unschedulable"] == 1 and q2.counts()["active"] == 2
+    assert seen[-1] == q2.counts()
+
+
+def test_pop_blocks_until_a_pod_arrives_or_close(q: SchedulingQueue) -> None:
+    got = []
+    t = threading.Thread(target=lambda: got.append(q.pop()))
+    t.start()
+    q.add(pinfo("p"))
+    t.join(5)
+    assert got and got[0].pod.name == "p"
+    t = threading.Thread(target=lambda: got.append(q.pop()))
+    t.start()
+    q.close()
+    t.join(5)
+    assert not t.is_alive() and got[-1] is None
