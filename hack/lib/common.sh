@@ -32,7 +32,7 @@ tools_version() {
 KUBE_VERSION=$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$TOOLS_MOD_DIR/go.mod" | head -1)
 [[ -n $KUBE_VERSION ]] || die "cannot read the k8s.io/kubernetes version from hack/tools/go.mod"
 tools_key() {
-  cat "$TOOLS_MOD_DIR/go.mod" "$TOOLS_MOD_DIR/go.sum" "$REPO_ROOT/hack/tools/build.sh" \
+  cat "$TOOLS_MOD_DIR"/go.{mod,sum} "$TOOLS_MOD_DIR"/local-path/go.{mod,sum} "$REPO_ROOT/hack/tools/build.sh" \
     $(find "$TOOLS_MOD_DIR" -name '*.go' | sort) | sha256sum | cut -c1-12
 }
 TOOLS_DIR=$CACHE_ROOT/tools/${KUBE_VERSION}-$(tools_key)

@@ -43,14 +43,16 @@ start=$SECONDS
 log "building ${#static_tools[@]} static tools for Kubernetes ${KUBE_VERSION} (cold: 20-30 min on 2 cores)"
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$staging/bin/" "${static_tools[@]}" \
   || die "go build of the pinned tools failed (output above)"
+log "building local-path-provisioner (module hack/tools/local-path)"
+(cd local-path && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$staging/bin/" github.com/rancher/local-path-provisioner) \
+  || die "go build of local-path-provisioner failed (output above)"
 log "building runc (cgo, seccomp)"
 CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags "-s -w -X main.version=$(tools_version github.com/opencontainers/runc)" \
   -o "$staging/bin/runc" github.com/opencontainers/runc \
   || die "go build of runc failed (output above)"
 
-# Two binaries are named after their module, not their role.
+# etcd's main package is its module root, so go build names it after the module.
 mv "$staging/bin/v3" "$staging/bin/etcd"
-mv "$staging/bin/local-path-provisioner" "$staging/bin/local-path-provisioner" 2>/dev/null || true
 touch "$staging/.complete"
 rm -rf "$TOOLS_DIR"
 mv "$staging" "$TOOLS_DIR"
