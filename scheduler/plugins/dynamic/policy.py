@@ -1,0 +1,341 @@
+"""crane-scheduler's ``DynamicSchedulerPolicy`` file: load, check, and the Go durations it uses.
+
+The format is crane's, unchanged (``pkg/plugins/apis/policy/v1alpha1/types.go``)::
+
+    apiVersion: scheduler.policy.crane.io/v1alpha1
+    kind: DynamicSchedulerPolicy
+    spec:
+      syncPolicy: [{name: cpu_usage_avg_5m, period: 3m}, ...]
+      predicate:  [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}, ...]   # sic: "Pecent"
+      priority:   [{name: cpu_usage_avg_5m, weight: 0.2}, ...]
+      hotValue:   [{timeRange: 5m, count: 5}, ...]
+
+Checked more strictly than crane (which accepts almost anything and fails at run
+time): every problem is a :class:`ConfigError` naming the file, the field path
+(``spec.predicate[1].maxLimitPecent``) and what was expected. One addition: a
+``syncPolicy`` entry may omit ``period``; the plugin's ``metrics_update_period``
+then applies (crane would start a zero-period ticker and panic).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import yaml
+
+from scheduler.config.errors import ConfigError
+
+API_VERSION = "scheduler.policy.crane.io/v1alpha1"
+KIND = "DynamicSchedulerPolicy"
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+# --- Go durations (time.ParseDuration) -------------------------------------------------------
+
+_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign
+    "\u03bcs": 1_000,  # Greek small letter mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_MAX_NS = 1 << 63
+
+
+def parse_go_duration(text: str) -> int:
+    """Nanoseconds in a Go duration string, exactly as Go's ``time.ParseDuration`` reads it.
+
+    ``"3m"``, ``"1h30m"``, ``"1.5h"``, ``"300ms"``, ``"-2s"`` and ``"0"`` are durations;
+    ``""``, ``"3"`` (no unit), ``"3d"`` (unknown unit) and ``"1e3s"`` are not (ValueError).
+    """
+    s = text
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f"invalid duration {text!r}")
+    total = 0
+    while s:
+        if not (s[0] == "." or s[0].isascii() and s[0].isdigit()):
+            raise ValueError(f"invalid duration {text!r}")
+        # the integer part
+        i = 0
+        whole = 0
+        while i < len(s) and s[i].isascii() and s[i].isdigit():
+            whole = whole * 10 + ord(s[i]) - 48
+            if whole > _MAX_NS:
+                raise ValueError(f"invalid duration {text!r}")
+            i += 1
+        pre = i > 0
+        s = s[i:]
+        # the fraction: digits past float64 precision are consumed but ignored, as Go does
+        frac, scale, post = 0, 1.0, False
+        if s and s[0] == ".":
+            s = s[1:]
+            i = 0
+            overflow = False
+            while i < len(s) and s[i].isascii() and s[i].isdigit():
+                if not overflow:
+                    nxt = frac * 10 + ord(s[i]) - 48
+                    if frac > (_MAX_NS - 1) // 10 or nxt > _MAX_NS:
+                        overflow = True
+                    else:
+                        frac = nxt
+                        scale *= 10
+                i += 1
+            post = i > 0
+            s = s[i:]
+        if not pre and not post:
+            raise ValueError(f"invalid duration {text!r}")
+        i = 0
+        while i < len(s) and not (s[i] == "." or s[i].isascii() and s[i].isdigit()):
+            i += 1
+        if i == 0:
+            raise ValueError(f"missing unit in duration {text!r}")
+        unit_name, s = s[:i], s[i:]
+        unit = _UNITS.get(unit_name)
+        if unit is None:
+            raise ValueError(f"unknown unit {unit_name!r} in duration {text!r}")
+        if whole > _MAX_NS // unit:
+            raise ValueError(f"invalid duration {text!r}")
+        value = whole * unit
+        if frac > 0:
+            value += int(float(frac) * (float(unit) / scale))
+            if value > _MAX_NS:
+                raise ValueError(f"invalid duration {text!r}")
+        total += value
+        if total > _MAX_NS:
+            raise ValueError(f"invalid duration {text!r}")
+    if neg:
+        return -total
+    if total > _MAX_NS - 1:
+        raise ValueError(f"invalid duration {text!r}")
+    return total
+
+
+# --- the policy ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPolicy:
+    name: str
+    """A Prometheus metric name (one instant query fetches every node's series)."""
+    period: float | None
+    """Seconds between refreshes; None when the entry omits ``period``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PredicatePolicy:
+    name: str
+    max_limit_percent: float
+    """``maxLimitPecent``: a fraction 0..1; usage above it rejects the node; 0 disables the check."""
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityPolicy:
+    name: str
+    weight: float
+    """Non-negative; a node's load score is Σ weight·(1−usage) / Σ weight."""
+
+
+@dataclass(frozen=True, slots=True)
+class HotValuePolicy:
+    time_range: float
+    """Seconds to look back over this scheduler's binds."""
+    count: int
+    """Every ``count`` binds within ``time_range`` add 1 to the node's hot value."""
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicPolicy:
+    sync_policy: tuple[SyncPolicy, ...] = ()
+    predicate: tuple[PredicatePolicy, ...] = ()
+    priority: tuple[PriorityPolicy, ...] = ()
+    hot_value: tuple[HotValuePolicy, ...] = ()
+
+    def metrics_in_use(self) -> tuple[str, ...]:
+        """The metrics the filter or the score reads, in policy order, each once."""
+        seen: dict[str, None] = {}
+        for p in (*self.predicate, *self.priority):
+            seen.setdefault(p.name, None)
+        return tuple(seen)
+
+    def periods(self, default: float) -> dict[str, float]:
+        """Refresh period in seconds of each metric in use (``default`` where period is omitted)."""
+        by_name = {s.name: s.period for s in self.sync_policy}
+        return {m: by_name[m] or default for m in self.metrics_in_use()}
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class _Reader:
+    """Reads one file's parsed YAML, raising ConfigError with the file and field path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(self.file, path, message)
+
+    def mapping(self, value: Any, path: str, known: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_describe(value)}")
+        for key in value:
+            if key not in known:
+                raise self.fail(_join(path, str(key)),
+                                f"unknown field {str(key)!r}; expected one of: {', '.join(known)}")
+        return value
+
+    def items(self, spec: dict[str, Any], key: str, path: str,
+              read_one: Callable[[dict[str, Any], str], T], known: tuple[str, ...]) -> tuple[T, ...]:
+        raw = spec.get(key)
+        if raw is None:
+            return ()
+        where = _join(path, key)
+        if not isinstance(raw, list):
+            raise self.fail(where, f"expected a list, got {_describe(raw)}")
+        return tuple(read_one(self.mapping(item, f"{where}[{i}]", known), f"{where}[{i}]")
+                     for i, item in enumerate(raw))
+
+    def name(self, item: dict[str, Any], path: str) -> str:
+        value = item.get("name")
+        if value is None:
+            raise self.fail(_join(path, "name"), "required field missing: expected a Prometheus metric name")
+        if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
+            raise self.fail(_join(path, "name"),
+                            f"expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got {value!r}")
+        return value
+
+    def number(self, item: dict[str, Any], key: str, path: str, expected: str,
+               ok: Callable[[float], bool]) -> float:
+        value = item.get(key)
+        where = _join(path, key)
+        if value is None:
+            raise self.fail(where, f"required field missing: expected {expected}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or not ok(float(value)):
+            raise self.fail(where, f"expected {expected}, got {value!r}")
+        return float(value)
+
+    def count(self, item: dict[str, Any], key: str, path: str) -> int:
+        value = item.get(key)
+        where = _join(path, key)
+        if value is None:
+            raise self.fail(where, "required field missing: expected a whole number >= 1")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(where, f"expected a whole number >= 1, got {value!r}")
+        return value
+
+    def required_duration(self, item: dict[str, Any], key: str, path: str) -> float:
+        seconds = self.duration(item, key, path)
+        if seconds is None:
+            raise self.fail(_join(path, key), 'required field missing: expected a Go duration such as "5m"')
+        return seconds
+
+    def duration(self, item: dict[str, Any], key: str, path: str) -> float | None:
+        value = item.get(key)
+        where = _join(path, key)
+        if value is None:
+            return None
+        expected = 'a positive Go duration such as "3m" or "1h30m"'
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected {expected}, got {value!r}")
+        try:
+            ns = parse_go_duration(value)
+        except ValueError as e:
+            raise self.fail(where, f"expected {expected}, got {value!r} ({e})") from None
+        if ns <= 0:
+            raise self.fail(where, f"expected {expected}, got {value!r}")
+        return ns / 1e9
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _check_unique(reader: _Reader, items: tuple[Any, ...], section: str) -> None:
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if item.name in first:
+            raise reader.fail(f"spec.{section}[{i}].name",
+                              f"duplicate metric {item.name!r}, already at spec.{section}[{first[item.name]}]")
+        first[item.name] = i
+
+
+def parse_policy(document: Any, file: str) -> DynamicPolicy:
+    """Check a parsed policy document (as ``yaml.safe_load`` returns it)."""
+    r = _Reader(file)
+    top = r.mapping(document, "", ("apiVersion", "kind", "metadata", "spec"))
+    if top.get("apiVersion") != API_VERSION:
+        raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {top.get('apiVersion')!r}")
+    if top.get("kind") != KIND:
+        raise r.fail("kind", f"expected {KIND!r}, got {top.get('kind')!r}")
+    if top.get("metadata") is not None and not isinstance(top["metadata"], dict):
+        raise r.fail("metadata", f"expected a mapping, got {_describe(top['metadata'])}")
+    if top.get("spec") is None:
+        raise r.fail("spec", "required field missing: expected a mapping with syncPolicy, predicate, priority")
+    spec = r.mapping(top["spec"], "spec", ("syncPolicy", "predicate", "priority", "hotValue"))
+
+    sync = r.items(spec, "syncPolicy", "spec", lambda it, p: SyncPolicy(
+        name=r.name(it, p), period=r.duration(it, "period", p)), ("name", "period"))
+    predicate = r.items(spec, "predicate", "spec", lambda it, p: PredicatePolicy(
+        name=r.name(it, p),
+        max_limit_percent=r.number(it, "maxLimitPecent", p, "a number between 0 and 1",
+                                   lambda v: 0 <= v <= 1)), ("name", "maxLimitPecent"))
+    priority = r.items(spec, "priority", "spec", lambda it, p: PriorityPolicy(
+        name=r.name(it, p),
+        weight=r.number(it, "weight", p, "a non-negative number", lambda v: v >= 0)), ("name", "weight"))
+    hot = r.items(spec, "hotValue", "spec", lambda it, p: HotValuePolicy(
+        time_range=r.required_duration(it, "timeRange", p), count=r.count(it, "count", p)),
+        ("timeRange", "count"))
+
+    for section, items in (("syncPolicy", sync), ("predicate", predicate), ("priority", priority)):
+        _check_unique(r, items, section)
+    synced = {s.name for s in sync}
+    for section, items in (("predicate", predicate), ("priority", priority)):
+        for i, item in enumerate(items):
+            if item.name not in synced:
+                raise r.fail(f"spec.{section}[{i}].name",
+                             f"metric {item.name!r} has no spec.syncPolicy entry, so it would never be "
+                             f"fetched; add {{name: {item.name}, period: ...}} to spec.syncPolicy")
+    return DynamicPolicy(sync_policy=sync, predicate=predicate, priority=priority, hot_value=hot)
+
+
+def load_policy(path: str) -> DynamicPolicy:
+    """Read and check a policy file; every problem is a :class:`ConfigError`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(path, "", f"cannot read the policy file: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(path, "", f"expected UTF-8 text: {e}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(path, "", f"invalid YAML{where}: {problem}") from None
+    if document is None:
+        raise ConfigError(path, "", f"the file is empty; expected a {KIND}")
+    return parse_policy(document, path)
