@@ -1,4 +1,4 @@
-"""crane-scheduler's ``DynamicSchedulerPolicy`` file: load, check, and the Go durations it uses.
+"""crane-scheduler's ``DynamicSchedulerPolicy`` file: load and check.
 
 The format is crane's, unchanged (``pkg/plugins/apis/policy/v1alpha1/types.go``)::
 
@@ -9,6 +9,8 @@ The format is crane's, unchanged (``pkg/plugins/apis/policy/v1alpha1/types.go``)
       predicate:  [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}, ...]   # sic: "Pecent"
       priority:   [{name: cpu_usage_avg_5m, weight: 0.2}, ...]
       hotValue:   [{timeRange: 5m, count: 5}, ...]
+
+Durations (``period``, ``timeRange``) are Go durations, read with Go's rules.
 
 Checked more strictly than crane (which accepts almost anything and fails at run
 time): every problem is a :class:`ConfigError` naming the file, the field path
@@ -27,101 +29,13 @@ from typing import Any, TypeVar
 
 import yaml
 
+from scheduler.config.durations import DurationError, parse_duration
 from scheduler.config.errors import ConfigError
 
 API_VERSION = "scheduler.policy.crane.io/v1alpha1"
 KIND = "DynamicSchedulerPolicy"
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-# --- Go durations (time.ParseDuration) -------------------------------------------------------
-
-_UNITS = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek small letter mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60 * 1_000_000_000,
-    "h": 3600 * 1_000_000_000,
-}
-_MAX_NS = 1 << 63
-
-
-def parse_go_duration(text: str) -> int:
-    """Nanoseconds in a Go duration string, exactly as Go's ``time.ParseDuration`` reads it.
-
-    ``"3m"``, ``"1h30m"``, ``"1.5h"``, ``"300ms"``, ``"-2s"`` and ``"0"`` are durations;
-    ``""``, ``"3"`` (no unit), ``"3d"`` (unknown unit) and ``"1e3s"`` are not (ValueError).
-    """
-    s = text
-    neg = False
-    if s and s[0] in "+-":
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError(f"invalid duration {text!r}")
-    total = 0
-    while s:
-        if not (s[0] == "." or s[0].isascii() and s[0].isdigit()):
-            raise ValueError(f"invalid duration {text!r}")
-        # the integer part
-        i = 0
-        whole = 0
-        while i < len(s) and s[i].isascii() and s[i].isdigit():
-            whole = whole * 10 + ord(s[i]) - 48
-            if whole > _MAX_NS:
-                raise ValueError(f"invalid duration {text!r}")
-            i += 1
-        pre = i > 0
-        s = s[i:]
-        # the fraction: digits past float64 precision are consumed but ignored, as Go does
-        frac, scale, post = 0, 1.0, False
-        if s and s[0] == ".":
-            s = s[1:]
-            i = 0
-            overflow = False
-            while i < len(s) and s[i].isascii() and s[i].isdigit():
-                if not overflow:
-                    nxt = frac * 10 + ord(s[i]) - 48
-                    if frac > (_MAX_NS - 1) // 10 or nxt > _MAX_NS:
-                        overflow = True
-                    else:
-                        frac = nxt
-                        scale *= 10
-                i += 1
-            post = i > 0
-            s = s[i:]
-        if not pre and not post:
-            raise ValueError(f"invalid duration {text!r}")
-        i = 0
-        while i < len(s) and not (s[i] == "." or s[i].isascii() and s[i].isdigit()):
-            i += 1
-        if i == 0:
-            raise ValueError(f"missing unit in duration {text!r}")
-        unit_name, s = s[:i], s[i:]
-        unit = _UNITS.get(unit_name)
-        if unit is None:
-            raise ValueError(f"unknown unit {unit_name!r} in duration {text!r}")
-        if whole > _MAX_NS // unit:
-            raise ValueError(f"invalid duration {text!r}")
-        value = whole * unit
-        if frac > 0:
-            value += int(float(frac) * (float(unit) / scale))
-            if value > _MAX_NS:
-                raise ValueError(f"invalid duration {text!r}")
-        total += value
-        if total > _MAX_NS:
-            raise ValueError(f"invalid duration {text!r}")
-    if neg:
-        return -total
-    if total > _MAX_NS - 1:
-        raise ValueError(f"invalid duration {text!r}")
-    return total
-
 
 # --- the policy ---------------------------------------------------------------------------------
 
@@ -254,8 +168,8 @@ class _Reader:
         if not isinstance(value, str):
             raise self.fail(where, f"expected {expected}, got {value!r}")
         try:
-            ns = parse_go_duration(value)
-        except ValueError as e:
+            ns = parse_duration(value)
+        except DurationError as e:
             raise self.fail(where, f"expected {expected}, got {value!r} ({e})") from None
         if ns <= 0:
             raise self.fail(where, f"expected {expected}, got {value!r}")
