@@ -254,3 +254,58 @@ class FakeHandle:
     @property
     def scheduler_name(self) -> str:
         return self._scheduler_name
+
+
+# ---------------------------------------------------------------------------
+# Running a plugin the way a profile does
+
+
+def run_filter(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo],
+               snapshot: FakeSnapshot | None = None) -> dict[str, Any]:
+    """PreFilter, then Filter on each node: node name -> Status or None (fits).
+
+    A PreFilter SKIP means every node fits; a PreFilterResult rejects the nodes
+    it leaves out with the string ``"excluded by PreFilterResult"``; a PreFilter
+    rejection is returned for every node.
+    """
+    from scheduler.core.framework import Code, CycleState, PreFilterResult
+
+    nodes = list(nodes)
+    state = CycleState()
+    allowed = None
+    if hasattr(plugin, "pre_filter"):
+        res = plugin.pre_filter(state, pod, snapshot or FakeSnapshot(nodes))
+        if isinstance(res, PreFilterResult):
+            allowed = res.node_names
+        elif res is not None and res.code == Code.SKIP:
+            return dict.fromkeys((n.name for n in nodes), None)
+        elif res is not None:
+            return dict.fromkeys((n.name for n in nodes), res)
+    out: dict[str, Any] = {}
+    for n in nodes:
+        if allowed is not None and n.name not in allowed:
+            out[n.name] = "excluded by PreFilterResult"
+        else:
+            out[n.name] = plugin.filter(state, pod, n)
+    return out
+
+
+def run_score(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo]) -> dict[str, int] | None:
+    """PreScore, Score on each node, then NormalizeScore: node name -> score.
+
+    None when PreScore skips the plugin for this pod.
+    """
+    from scheduler.core.framework import Code, CycleState
+
+    nodes = list(nodes)
+    state = CycleState()
+    if hasattr(plugin, "pre_score"):
+        st = plugin.pre_score(state, pod, nodes)
+        if st is not None:
+            if st.code == Code.SKIP:
+                return None
+            raise AssertionError(f"PreScore failed: {st}")
+    scores = {n.name: plugin.score(state, pod, n) for n in nodes}
+    if hasattr(plugin, "normalize_scores"):
+        plugin.normalize_scores(state, pod, scores)
+    return scores

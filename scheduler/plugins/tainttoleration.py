@@ -1,0 +1,77 @@
+"""TaintToleration: a node's NoSchedule/NoExecute taints keep out pods that don't tolerate them;
+untolerated PreferNoSchedule taints lower the node's score.
+
+Filter rejects with ``node(s) had untolerated taint {<key>: <value>}`` (the
+first such taint), as kube-scheduler words it. Score counts the untolerated
+PreferNoSchedule taints and normalizes in reverse, so the node with the fewest
+gets 100.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, default_normalize, unresolvable
+from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.podinfo import PodInfo
+from scheduler.plugins.helpers import (
+    DO_NOT_SCHEDULE_EFFECTS,
+    PREFER_NO_SCHEDULE,
+    tolerates_everything,
+    tolerations_tolerate_taint,
+)
+
+_PREFER_KEY = "TaintToleration/prefer"
+
+
+def untolerated_taint_reason(taint: dict[str, Any]) -> str:
+    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+
+
+class TaintToleration:
+    name: ClassVar[str] = "TaintToleration"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        pass
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
+        tolerations = pod.spec.get("tolerations") or ()
+        # A toleration with operator Exists and no key or effect tolerates every taint.
+        if tolerations and tolerates_everything(tolerations):
+            return SKIP
+        state[self.name] = tuple(tolerations)
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        taints = node.taints
+        if not taints:
+            return None
+        tolerations = state.get(self.name)
+        if tolerations is None:  # PreFilter disabled
+            tolerations = tuple(pod.spec.get("tolerations") or ())
+        for taint in taints:
+            if taint.get("effect") in DO_NOT_SCHEDULE_EFFECTS and not tolerations_tolerate_taint(tolerations, taint):
+                return unresolvable(untolerated_taint_reason(taint))
+        return None
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        # Only tolerations that can apply to PreferNoSchedule (no effect, or that effect).
+        state[_PREFER_KEY] = tuple(t for t in pod.spec.get("tolerations") or ()
+                                   if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        taints = node.taints
+        if not taints:
+            return 0
+        tolerations = state.get(_PREFER_KEY)
+        if tolerations is None:
+            tolerations = tuple(pod.spec.get("tolerations") or ())
+        count = 0
+        for taint in taints:
+            if taint.get("effect") == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, taint):
+                count += 1
+        return count
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        default_normalize(scores, reverse=True)
