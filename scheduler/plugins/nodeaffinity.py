@@ -1,0 +1,148 @@
+"""NodeAffinity: ``spec.nodeSelector`` and node affinity, plus the profile's ``addedAffinity``.
+
+PreFilter narrows the candidates to the node names a pod's required terms
+select through ``matchFields`` on ``metadata.name`` (how DaemonSet pods are
+pinned), Filter checks the required rules, and Score sums the weights of the
+matching preferred terms (the pod's and the added ones), normalized so the
+best node gets 100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from scheduler.core.framework import (
+    SKIP,
+    CycleState,
+    PreFilterResult,
+    Snapshot,
+    Status,
+    default_normalize,
+    error,
+    unresolvable,
+)
+from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.podinfo import PodInfo
+from scheduler.plugins.helpers import (
+    METADATA_NAME,
+    NodeSelector,
+    PreferredTerms,
+    SelectorError,
+    compile_node_selector_terms,
+    compile_preferred_terms,
+    required_node_affinity,
+)
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+_REJECTED_POD = unresolvable(ERR_REASON_POD)
+_REJECTED_ENFORCED = unresolvable(ERR_REASON_ENFORCED)
+_PREFERRED_MEMO = "NodeAffinity/preferred"
+
+
+def _node_affinity(pod: PodInfo) -> Mapping[str, Any]:
+    return ((pod.spec.get("affinity") or {}).get("nodeAffinity")) or {}
+
+
+def preferred_terms(pod: PodInfo) -> PreferredTerms:
+    """The pod's compiled preferred terms (memoized); raises SelectorError if one is invalid."""
+    memo = pod.memo
+    terms = memo.get(_PREFERRED_MEMO)
+    if terms is None:
+        terms = compile_preferred_terms(_node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution"))
+        memo[_PREFERRED_MEMO] = terms
+    return terms
+
+
+def node_names_from_terms(terms: list[Mapping[str, Any]]) -> set[str] | None:
+    """The node names required terms pin the pod to, or None when some term allows any node.
+
+    Terms are ORed, so one term without a ``metadata.name In`` field
+    requirement leaves every node possible; within a term such requirements
+    are ANDed (intersected).
+    """
+    names: set[str] = set()
+    for t in terms:
+        term_names: set[str] | None = None
+        for r in t.get("matchFields") or ():
+            if r.get("key") == METADATA_NAME and r.get("operator") == "In":
+                values = set(r.get("values") or ())
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None
+        names |= term_names
+    return names
+
+
+class NodeAffinity:
+    name: ClassVar[str] = "NodeAffinity"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        added = getattr(args, "added_affinity", None) or {}
+        self.added_selector: NodeSelector | None = None
+        self.added_preferred: PreferredTerms | None = None
+        required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        try:
+            if required is not None:
+                self.added_selector = compile_node_selector_terms(required.get("nodeSelectorTerms"), strict=True)
+        except SelectorError as e:
+            raise ValueError(f"addedAffinity.requiredDuringSchedulingIgnoredDuringExecution: {e}") from None
+        try:
+            preferred = compile_preferred_terms(added.get("preferredDuringSchedulingIgnoredDuringExecution"))
+        except SelectorError as e:
+            raise ValueError(f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution: {e}") from None
+        if preferred:
+            self.added_preferred = preferred
+
+    # --- filtering ---------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | PreFilterResult | None:
+        required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if required is None and self.added_selector is None and pod.spec.get("nodeSelector") is None:
+            return SKIP
+        terms = (required or {}).get("nodeSelectorTerms") or []
+        if not terms:
+            return None
+        names = node_names_from_terms(terms)
+        if names is None:
+            return None
+        if not names:  # every term pins to a conflicting set of names
+            return unresolvable(ERR_REASON_CONFLICT)
+        return PreFilterResult(frozenset(names))
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if self.added_selector is not None and not self.added_selector.matches(node.labels, node.name):
+            return _REJECTED_ENFORCED
+        if not required_node_affinity(pod).matches(node.labels, node.name):
+            return _REJECTED_POD
+        return None
+
+    # --- scoring -----------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        try:
+            terms = preferred_terms(pod)
+        except SelectorError as e:
+            return error(f"parsing preferredDuringSchedulingIgnoredDuringExecution: {e}")
+        if not terms and self.added_preferred is None:
+            return SKIP
+        state[self.name] = terms
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        terms = state.get(self.name)
+        if terms is None:  # PreScore disabled
+            try:
+                terms = preferred_terms(pod)
+            except SelectorError:
+                terms = None
+        total = terms.score(node.labels, node.name) if terms else 0
+        if self.added_preferred is not None:
+            total += self.added_preferred.score(node.labels, node.name)
+        return total
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
+        default_normalize(scores)
