@@ -1,0 +1,402 @@
+"""Node load from Prometheus's HTTP API, refreshed in the background, read without locks.
+
+One instant query per metric (``GET /api/v1/query?query=<metric>{<cluster_label>="<cluster_name>"}``,
+or just ``<metric>`` without a cluster name) returns every node's series. Each
+metric has its own thread that re-queries it every period. A refresh builds a new
+immutable :class:`MetricView` and swaps it in whole, so the scheduling hot path is
+one dict lookup per node and metric, with no lock.
+
+Values must be fractions 0..1 (the recording rules divide by 100). A series whose
+value is NaN, infinite or outside 0..1 is ignored: that node has no data for
+the metric (logged when it starts and stops, not every query). crane's percent
+series (0..100) are therefore rejected, not guessed at: a value of 0.9 could be
+either 90 % or 0.9 %.
+
+Nothing here raises into scheduling: a failed query (Prometheus down or slow,
+HTTP error, ``status: error``, bad JSON) keeps the previous view, which ages until
+the plugin treats it as stale; failures are logged once per change
+(healthy → failing → healthy) and counted in metrics.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import math
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+RETRY_BASE = 10.0
+"""Seconds before the first retry of a failed query (doubling, capped by RETRY_MAX and the period)."""
+RETRY_MAX = 360.0
+MAX_BODY = 64 << 20
+"""Bytes read at most from one response (5000 nodes' series take about 1 MiB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    value: float
+    """A fraction 0..1."""
+    sample_time: float
+    """The timestamp Prometheus gave the value (epoch seconds): for an instant query, its
+    evaluation time; Prometheus itself drops series not updated within its lookback (5m)."""
+    fetched_at: float
+    """When this process received it (epoch seconds)."""
+
+
+def split_host_port(key: str) -> str | None:
+    """The host of ``"10.0.0.1:9100"`` / ``"[fd00::1]:9100"`` / ``"node-a:9100"``; None without a port."""
+    if key.startswith("["):
+        host, sep, port = key[1:].partition("]:")
+    else:
+        host, sep, port = key.rpartition(":")
+        if ":" in host:  # a bare IPv6 address, no port
+            return None
+    return host if sep and host and port.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricView:
+    """One metric's latest successful query. Never mutated: a refresh builds a new one."""
+
+    metric: str
+    by_key: Mapping[str, Sample] = field(default_factory=dict)
+    """node_label value -> sample (the highest value when several series share the value)."""
+    by_host: Mapping[str, Sample] = field(default_factory=dict)
+    """Host part of ``host:port`` label values -> sample (highest value)."""
+    sample_time: float = -math.inf
+    """The query's evaluation time; -inf before the first success."""
+    median: float | None = None
+    """Median of the values across all series, None when there are none."""
+
+    def lookup(self, node_name: str, internal_ip: str) -> Sample | None:
+        """The node's sample: label equal to the node name, its InternalIP, or ``IP:port``
+        (or ``name:port``), in that order of preference."""
+        s = self.by_key.get(node_name)
+        if s is None and internal_ip:
+            s = self.by_key.get(internal_ip) or self.by_host.get(internal_ip)
+        if s is None:
+            s = self.by_host.get(node_name)
+        return s
+
+
+class QueryError(Exception):
+    """One failed query, with a short reason for logs."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SourceMetrics:
+    up: Gauge
+    errors: Counter
+    age: Gauge
+    duration: Histogram
+    invalid: Gauge
+
+
+_metrics_lock = threading.Lock()
+_metrics_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _SourceMetrics] = \
+    weakref.WeakKeyDictionary()
+
+
+def _metrics_for(registry: CollectorRegistry) -> _SourceMetrics:
+    """One set of collectors per registry, shared by every source that registers there."""
+    with _metrics_lock:
+        m = _metrics_by_registry.get(registry)
+        if m is None:
+            m = _SourceMetrics(
+                up=Gauge("dynamic_scheduler_prometheus_up",
+                         "1 when the latest query of every Dynamic metric succeeded, else 0.",
+                         registry=registry),
+                errors=Counter("dynamic_scheduler_prometheus_query_errors_total",
+                               "Failed Prometheus queries, by metric.", ["metric"], registry=registry),
+                age=Gauge("dynamic_scheduler_metric_age_seconds",
+                          "Seconds since the evaluation time of the metric's latest successful query "
+                          "(the age of its oldest node sample); +Inf before the first success.",
+                          ["metric"], registry=registry),
+                duration=Histogram("dynamic_scheduler_prometheus_query_duration_seconds",
+                                   "Duration of Prometheus queries, failed ones included.",
+                                   registry=registry),
+                invalid=Gauge("dynamic_scheduler_metric_invalid_series",
+                              "Series ignored in the metric's latest query: no node label, or a value "
+                              "that is not a fraction 0..1.", ["metric"], registry=registry),
+            )
+            _metrics_by_registry[registry] = m
+        return m
+
+
+class PrometheusSource:
+    """Every node's latest value of each metric, kept fresh by background threads.
+
+    ``periods`` maps each metric to fetch to its refresh period in seconds.
+    ``clock`` gives epoch seconds (compared with Prometheus's sample timestamps).
+    A failed query is retried after ``retry_base`` seconds, doubling up to
+    ``RETRY_MAX``, never later than the period.
+    """
+
+    def __init__(self, address: str, periods: Mapping[str, float], *, cluster_label: str = "cluster",
+                 cluster_name: str = "", node_label: str = "instance", query_timeout: float = 5.0,
+                 registry: CollectorRegistry = REGISTRY, clock: Callable[[], float] = time.time,
+                 retry_base: float = RETRY_BASE) -> None:
+        self._query_url = address.rstrip("/") + "/api/v1/query"
+        self._periods = dict(periods)
+        self._cluster_label = cluster_label
+        self._cluster_name = cluster_name
+        self._node_label = node_label
+        self._timeout = query_timeout
+        self._clock = clock
+        self._retry_base = retry_base
+        self._views: dict[str, MetricView] = {m: MetricView(m) for m in self._periods}
+        self._healthy: dict[str, bool | None] = {m: None for m in self._periods}
+        self._invalid: dict[str, frozenset[str]] = {m: frozenset() for m in self._periods}
+        self._write_lock = threading.Lock()
+        self._refreshed = threading.Condition(self._write_lock)
+        self.generation = 0
+        """Bumped by every successful refresh of any metric."""
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._metrics = _metrics_for(registry)
+        self._metrics.up.set(0)
+        for m in self._periods:
+            self._metrics.errors.labels(m)
+            self._metrics.invalid.labels(m).set(0)
+            self._metrics.age.labels(m).set_function(self._age_function(m))
+
+    # --- reading (hot path) ---
+
+    def view(self, metric: str) -> MetricView:
+        """The metric's latest view (an empty one for a metric this source does not fetch)."""
+        return self._views.get(metric) or MetricView(metric)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(self._periods)
+
+    def period(self, metric: str) -> float:
+        return self._periods[metric]
+
+    def query_for(self, metric: str) -> str:
+        """The PromQL instant query that fetches the metric for every node."""
+        if not self._cluster_name:
+            return metric
+        return f"{metric}{{{self._cluster_label}={json.dumps(self._cluster_name)}}}"
+
+    # --- refreshing ---
+
+    def refresh(self, metric: str) -> bool:
+        """Query the metric once and publish the result; False (and the old view kept) on failure."""
+        started = time.monotonic()
+        try:
+            result, eval_time = self._query(self.query_for(metric))
+        except QueryError as e:
+            self._metrics.duration.observe(time.monotonic() - started)
+            self._metrics.errors.labels(metric).inc()
+            self._set_health(metric, False, str(e))
+            return False
+        self._metrics.duration.observe(time.monotonic() - started)
+        view, invalid, invalid_examples = self._build_view(metric, result, eval_time)
+        self._report_invalid(metric, invalid, invalid_examples)
+        with self._write_lock:
+            views = dict(self._views)
+            views[metric] = view
+            self._views = views
+            self.generation += 1
+            self._refreshed.notify_all()
+        self._set_health(metric, True, "")
+        logger.log(V(5), "Refreshed load metric", extra=kv(metric=metric, series=len(view.by_key),
+                                                              ignored=len(invalid)))
+        return True
+
+    def refresh_all(self) -> bool:
+        """Query every metric once, in turn; True when all succeeded."""
+        return all([self.refresh(m) for m in self._periods])
+
+    def wait_refreshed(self, after_generation: int, timeout: float) -> bool:
+        """Block until a refresh newer than ``after_generation`` was published, or the timeout."""
+        with self._refreshed:
+            return self._refreshed.wait_for(lambda: self.generation > after_generation, timeout)
+
+    def start(self) -> None:
+        """Start one refresh thread per metric (each queries at once, then every period)."""
+        if self._stop.is_set():
+            raise RuntimeError("a stopped PrometheusSource cannot be restarted")
+        if self._threads:
+            return
+        for m in self._periods:
+            t = threading.Thread(target=self._run, args=(m,), name=f"dynamic-metric-{m}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        logger.info("Started fetching node load from Prometheus",
+                    extra=kv(url=self._query_url, metrics=",".join(self._periods)))
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the refresh threads. Waits at most ``timeout`` seconds for a query in flight
+        (a thread still in one exits when it returns)."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, metric: str) -> None:
+        period = self._periods[metric]
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                ok = self.refresh(metric)
+            except Exception:  # a bug must not end the thread silently
+                logger.exception("Refreshing a load metric failed unexpectedly", extra=kv(metric=metric))
+                ok = False
+            failures = 0 if ok else failures + 1
+            delay = period if ok else min(period, RETRY_MAX, self._retry_base * 2 ** min(failures - 1, 10))
+            if self._stop.wait(delay):
+                return
+
+    # --- internals ---
+
+    def _query(self, promql: str) -> tuple[list[Any], float]:
+        params = urllib.parse.urlencode({"query": promql, "timeout": f"{self._timeout:g}"})
+        request = urllib.request.Request(f"{self._query_url}?{params}", headers={"Accept": "application/json"})
+        deadline = time.monotonic() + self._timeout
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                body = _read_until(response, deadline)
+        except urllib.error.HTTPError as e:
+            try:
+                detail = _error_detail(e.read(4096))
+            finally:
+                e.close()
+            raise QueryError(f"HTTP {e.code}{': ' + detail if detail else ''}") from None
+        except urllib.error.URLError as e:
+            raise QueryError(f"cannot reach Prometheus: {e.reason}") from None
+        except (TimeoutError, OSError, http.client.HTTPException) as e:
+            reason = f"no answer within {self._timeout:g}s" if isinstance(e, TimeoutError) else repr(e)
+            raise QueryError(reason) from None
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise QueryError(f"response is not JSON: {body[:80]!r}") from None
+        if not isinstance(doc, dict):
+            raise QueryError("response is not a JSON object")
+        if doc.get("status") != "success":
+            raise QueryError(f"status {doc.get('status')!r}: {doc.get('errorType', '')}: {doc.get('error', '')}")
+        data = doc.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "vector" \
+                or not isinstance(data.get("result"), list):
+            kind = data.get("resultType") if isinstance(data, dict) else None
+            raise QueryError(f"expected an instant vector, got resultType {kind!r}")
+        return data["result"], self._clock()
+
+    def _build_view(self, metric: str, result: list[Any],
+                    fetched_at: float) -> tuple[MetricView, frozenset[str], list[str]]:
+        by_key: dict[str, Sample] = {}
+        invalid: set[str] = set()
+        examples: list[str] = []
+        eval_time = -math.inf
+        for series in result:
+            key, sample, problem = self._parse_series(series, fetched_at)
+            if problem:
+                invalid.add(key)
+                if len(examples) < 3:
+                    examples.append(problem)
+                continue
+            assert sample is not None
+            eval_time = max(eval_time, sample.sample_time)
+            old = by_key.get(key)
+            if old is None or sample.value > old.value:
+                by_key[key] = sample
+        by_host: dict[str, Sample] = {}
+        for key, sample in by_key.items():
+            host = split_host_port(key)
+            if host is not None:
+                old = by_host.get(host)
+                if old is None or sample.value > old.value:
+                    by_host[host] = sample
+        median = statistics.median(s.value for s in by_key.values()) if by_key else None
+        if eval_time == -math.inf:  # nothing valid: the query still tells us "nothing" as of now
+            eval_time = fetched_at
+        view = MetricView(metric, by_key, by_host, eval_time, median)
+        return view, frozenset(invalid), examples
+
+    def _parse_series(self, series: Any, fetched_at: float) -> tuple[str, Sample | None, str]:
+        labels = series.get("metric") if isinstance(series, dict) else None
+        key = labels.get(self._node_label) if isinstance(labels, dict) else None
+        if not isinstance(key, str) or not key:
+            return f"<no {self._node_label} label: {labels!r}>", None, \
+                f"a series has no {self._node_label!r} label: {labels!r}"
+        point = series.get("value")
+        try:
+            ts, raw = point
+            value, sample_time = float(raw), float(ts)
+        except (TypeError, ValueError):
+            return key, None, f"{key}: malformed value {point!r}"
+        if not math.isfinite(sample_time):
+            return key, None, f"{key}: malformed timestamp {ts!r}"
+        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            return key, None, f"{key}={raw} is not a fraction 0..1"
+        return key, Sample(value, sample_time, fetched_at), ""
+
+    def _report_invalid(self, metric: str, invalid: frozenset[str], examples: list[str]) -> None:
+        self._metrics.invalid.labels(metric).set(len(invalid))
+        before = self._invalid[metric]
+        self._invalid[metric] = invalid
+        if invalid - before:
+            logger.warning("Ignoring series that name no node or hold no fraction 0..1; those nodes have "
+                           "no data for this metric (recording rules must divide percentages by 100)",
+                           extra=kv(metric=metric, series=len(invalid), examples="; ".join(examples)))
+        elif before and not invalid:
+            logger.info("All series of the metric are valid again", extra=kv(metric=metric))
+
+    def _set_health(self, metric: str, ok: bool, reason: str) -> None:
+        before = self._healthy[metric]
+        self._healthy[metric] = ok
+        self._metrics.up.set(1 if all(self._healthy.values()) else 0)
+        if ok and before is False:
+            logger.info("Prometheus queries succeed again", extra=kv(metric=metric))
+        elif not ok and before is not False:
+            logger.warning("Prometheus query failed; keeping the last values until they go stale",
+                           extra=kv(metric=metric, url=self._query_url, reason=reason))
+        elif not ok:
+            logger.log(V(4), "Prometheus query still failing", extra=kv(metric=metric, reason=reason))
+
+    def _age_function(self, metric: str) -> Callable[[], float]:
+        def age() -> float:
+            return max(0.0, self._clock() - self._views[metric].sample_time)
+        return age
+
+
+def _read_until(response: Any, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = response.read(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise QueryError(f"response larger than {MAX_BODY} bytes")
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        chunks.append(chunk)
+
+
+def _error_detail(body: bytes) -> str:
+    try:
+        doc = json.loads(body)
+        return f"{doc.get('errorType', '')}: {doc.get('error', '')}" if isinstance(doc, dict) else ""
+    except (ValueError, UnicodeDecodeError):
+        return body[:120].decode("utf-8", "replace").strip()
+
