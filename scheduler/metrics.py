@@ -6,7 +6,7 @@ work unchanged: names, label sets, bucket boundaries and the ``[STABLE]`` /
 
 Every metric lives on the ``CollectorRegistry`` of one :class:`Metrics`
 object, so tests and several schedulers in one process do not collide.
-The scheduling loop records through the small helpers below; each caches its
+The scheduling loop records through the small methods below; each caches its
 labelled children, so a call on the hot path is a dict lookup plus the
 increment.
 
