@@ -1,0 +1,288 @@
+"""Typed plugin arguments (``pluginConfig[].args``), with kube-scheduler's names and defaults.
+
+The kube-scheduler plugins' args follow ``pkg/scheduler/apis/config/v1``
+(types_pluginargs.go, defaults.go) and are validated as
+``validation_pluginargs.go`` does. :class:`DynamicArgs` is this project's
+form of crane-scheduler's ``Dynamic`` plugin arguments, fed by Prometheus.
+
+:data:`ARGS_TYPES` maps a plugin name to its args class; :func:`decode_args`
+decodes one plugin's raw args.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from scheduler.config.decode import (
+    DURATION_OR_SECONDS,
+    NON_EMPTY,
+    Check,
+    at_least,
+    between,
+    decode,
+    join,
+    yaml_field,
+)
+from scheduler.config.errors import ConfigError
+from scheduler.config.types import API_VERSIONS
+
+# --- NodeResourcesFit, NodeResourcesBalancedAllocation ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """A resource and its weight in a score; a weight of 0 (or none) means 1."""
+
+    name: str = yaml_field(check=NON_EMPTY)
+    weight: int = yaml_field(1, check=at_least(0))
+
+    def __post_init__(self) -> None:
+        if self.weight == 0:
+            object.__setattr__(self, "weight", 1)
+
+
+DEFAULT_RESOURCES = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+
+def _check_resources(resources: tuple[ResourceSpec, ...], path: str, weights: Check) -> None:
+    seen: set[str] = set()
+    for i, r in enumerate(resources):
+        if r.name in seen:
+            raise ConfigError(None, join(join(path, i), "name"), f'expected each resource once, got "{r.name}" again')
+        seen.add(r.name)
+        if not weights.ok(r.weight):
+            raise ConfigError(None, join(join(path, i), "weight"), f"expected {weights.expected}, got {r.weight}")
+
+
+@dataclass(frozen=True)
+class UtilizationShapePoint:
+    utilization: int = yaml_field(check=between(0, 100))
+    score: int = yaml_field(check=between(0, 10))
+
+
+@dataclass(frozen=True)
+class RequestedToCapacityRatioParam:
+    shape: tuple[UtilizationShapePoint, ...] = yaml_field(factory=tuple)
+
+    def validate(self, path: str) -> None:
+        if not self.shape:
+            raise ConfigError(None, join(path, "shape"), "expected at least one point")
+        for i in range(1, len(self.shape)):
+            if self.shape[i].utilization <= self.shape[i - 1].utilization:
+                raise ConfigError(None, join(join(join(path, "shape"), i), "utilization"),
+                                  f"expected utilization values in increasing order, got "
+                                  f"{self.shape[i].utilization} after {self.shape[i - 1].utilization}")
+
+
+ScoringStrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    type: ScoringStrategyType = yaml_field("LeastAllocated")
+    resources: tuple[ResourceSpec, ...] = yaml_field(DEFAULT_RESOURCES)
+    """An empty list means the default, cpu and memory with weight 1."""
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = yaml_field(None)
+
+    def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", DEFAULT_RESOURCES)
+
+    def validate(self, path: str) -> None:
+        _check_resources(self.resources, join(path, "resources"), between(1, 100))
+        if self.type == "RequestedToCapacityRatio" and self.requested_to_capacity_ratio is None:
+            raise ConfigError(None, join(path, "requestedToCapacityRatio"),
+                              'required when type is "RequestedToCapacityRatio"; expected {shape: [...]}')
+
+
+@dataclass(frozen=True)
+class NodeResourcesFitArgs:
+    ignored_resources: tuple[str, ...] = yaml_field(factory=tuple)
+    ignored_resource_groups: tuple[str, ...] = yaml_field(factory=tuple)
+    scoring_strategy: ScoringStrategy = yaml_field(factory=ScoringStrategy)
+
+    def validate(self, path: str) -> None:
+        for i, name in enumerate(self.ignored_resources):
+            if not name:
+                raise ConfigError(None, join(join(path, "ignoredResources"), i), 'expected a resource name, got ""')
+        for i, group in enumerate(self.ignored_resource_groups):
+            if not group or "/" in group:
+                raise ConfigError(None, join(join(path, "ignoredResourceGroups"), i),
+                                  f'expected a resource group name without "/", got "{group}"')
+
+
+@dataclass(frozen=True)
+class NodeResourcesBalancedAllocationArgs:
+    resources: tuple[ResourceSpec, ...] = yaml_field(DEFAULT_RESOURCES)
+
+    def __post_init__(self) -> None:
+        if not self.resources:
+            object.__setattr__(self, "resources", DEFAULT_RESOURCES)
+
+    def validate(self, path: str) -> None:
+        _check_resources(self.resources, join(path, "resources"), Check("1", lambda w: w == 1))
+
+
+# --- InterPodAffinity, PodTopologySpread, NodeAffinity, VolumeBinding, DefaultPreemption -----
+
+
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    hard_pod_affinity_weight: int = yaml_field(1, check=between(0, 100))
+    ignore_preferred_terms_of_existing_pods: bool = yaml_field(False)
+
+
+@dataclass(frozen=True)
+class DefaultConstraint:
+    """A topology spread constraint applied to pods that set none (no selector: it is derived)."""
+
+    max_skew: int = yaml_field(check=at_least(1))
+    topology_key: str = yaml_field(check=NON_EMPTY)
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = yaml_field()
+    node_affinity_policy: Literal["Honor", "Ignore"] | None = yaml_field(None)
+    node_taints_policy: Literal["Honor", "Ignore"] | None = yaml_field(None)
+    label_selector: dict[str, Any] | None = yaml_field(None)
+
+    def validate(self, path: str) -> None:
+        if self.label_selector is not None:
+            raise ConfigError(None, join(path, "labelSelector"),
+                              "expected no selector (a default constraint's selector is derived from the pod)")
+
+
+@dataclass(frozen=True)
+class PodTopologySpreadArgs:
+    default_constraints: tuple[DefaultConstraint, ...] = yaml_field(factory=tuple)
+    defaulting_type: Literal["System", "List"] = yaml_field("System")
+    """System: kube-scheduler's built-in constraints (zone skew 5, hostname skew 3, ScheduleAnyway)."""
+
+    def validate(self, path: str) -> None:
+        if self.defaulting_type == "System" and self.default_constraints:
+            raise ConfigError(None, join(path, "defaultConstraints"),
+                              'expected no constraints when defaultingType is "System" (use "List")')
+        seen: set[tuple[str, str]] = set()
+        for i, c in enumerate(self.default_constraints):
+            pair = (c.topology_key, c.when_unsatisfiable)
+            if pair in seen:
+                raise ConfigError(None, join(join(path, "defaultConstraints"), i),
+                                  f'expected one constraint per topologyKey and whenUnsatisfiable, got '
+                                  f'("{pair[0]}", "{pair[1]}") again')
+            seen.add(pair)
+
+
+_NODE_AFFINITY_KEYS = ("requiredDuringSchedulingIgnoredDuringExecution",
+                       "preferredDuringSchedulingIgnoredDuringExecution")
+
+
+@dataclass(frozen=True)
+class NodeAffinityArgs:
+    added_affinity: dict[str, Any] | None = yaml_field(None)
+    """A v1.NodeAffinity every pod of the profile must also satisfy, kept as given."""
+
+    def validate(self, path: str) -> None:
+        for key in self.added_affinity or {}:
+            if key not in _NODE_AFFINITY_KEYS:
+                raise ConfigError(None, join(join(path, "addedAffinity"), str(key)),
+                                  f"unknown field; expected one of: {', '.join(_NODE_AFFINITY_KEYS)}")
+
+
+@dataclass(frozen=True)
+class VolumeBindingArgs:
+    bind_timeout_seconds: int = yaml_field(600, check=at_least(0))
+
+
+@dataclass(frozen=True)
+class DefaultPreemptionArgs:
+    """Accepted for compatibility: preemption itself is not implemented."""
+
+    min_candidate_nodes_percentage: int = yaml_field(10, check=between(0, 100))
+    min_candidate_nodes_absolute: int = yaml_field(100, check=at_least(0))
+
+    def validate(self, path: str) -> None:
+        if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
+            raise ConfigError(None, join(path, "minCandidateNodesAbsolute"),
+                              "expected a value > 0 when minCandidateNodesPercentage is 0")
+
+
+# --- Dynamic -----------------------------------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_LABEL = Check("a Prometheus label name", lambda v: bool(_LABEL_NAME.fullmatch(v)))
+
+
+def _http_url(v: str) -> bool:
+    parts = urlsplit(v)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+@dataclass(frozen=True)
+class DynamicArgs:
+    """The ``Dynamic`` plugin's args: where Prometheus is and how its samples count.
+
+    Durations are float seconds; in YAML they are Go durations ("5m"), and
+    ``metricsUpdatePeriodBySeconds`` may also be a number of seconds.
+    """
+
+    prome_addr: str = yaml_field(check=Check('an http(s) URL like "http://prometheus:9090"', _http_url))
+    metrics_update_period: float = yaml_field(300.0, key="metricsUpdatePeriodBySeconds",
+                                              codec=DURATION_OR_SECONDS,
+                                              check=Check('a duration > 0, like "5m" or 300', lambda v: v > 0))
+    """How often the metrics are queried, unless the policy's syncPolicy gives a period."""
+    cluster_name: str = yaml_field("")
+    """Empty: no cluster matcher in the queries."""
+    cluster_label: str = yaml_field("cluster", check=_LABEL)
+    node_label: str = yaml_field("instance", check=_LABEL)
+    """The series label whose value is a node name, an InternalIP, or "IP:port"."""
+    policy_config_path: str = yaml_field("/etc/kubernetes/policy.yaml", check=NON_EMPTY)
+    query_timeout: float = yaml_field(5.0, codec=DURATION_OR_SECONDS,
+                                      check=Check('a duration > 0, like "5s"', lambda v: v > 0))
+    stale_grace: float = yaml_field(300.0, codec=DURATION_OR_SECONDS,
+                                    check=Check('a duration >= 0, like "5m"', lambda v: v >= 0))
+    """A sample is stale once older than its syncPolicy period plus this."""
+    missing_data_policy: Literal["FailOpen", "FailClosed"] = yaml_field("FailOpen")
+    """FailOpen: a node without fresh data passes Filter; FailClosed: it is rejected."""
+
+
+ARGS_TYPES: dict[str, type] = {
+    "NodeResourcesFit": NodeResourcesFitArgs,
+    "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocationArgs,
+    "InterPodAffinity": InterPodAffinityArgs,
+    "PodTopologySpread": PodTopologySpreadArgs,
+    "NodeAffinity": NodeAffinityArgs,
+    "VolumeBinding": VolumeBindingArgs,
+    "DefaultPreemption": DefaultPreemptionArgs,
+    "Dynamic": DynamicArgs,
+}
+"""The plugins that take args, and their args type."""
+
+
+def decode_args(plugin: str, raw: dict[str, Any] | None, path: str) -> Any:
+    """Decode one plugin's args (None: all defaults); ``apiVersion``/``kind`` inside are checked and dropped."""
+    cls = ARGS_TYPES.get(plugin)
+    if cls is None:
+        if raw:
+            raise ConfigError(None, path, f"expected no args ({plugin} takes none)")
+        return None
+    if isinstance(raw, dict) and ("apiVersion" in raw or "kind" in raw):
+        raw = dict(raw)
+        version, kind = raw.pop("apiVersion", None), raw.pop("kind", None)
+        if version is not None and version not in API_VERSIONS:
+            raise ConfigError(None, join(path, "apiVersion"),
+                              f"expected one of {', '.join(API_VERSIONS)}, got \"{version}\"")
+        if kind is not None and kind != f"{plugin}Args":
+            raise ConfigError(None, join(path, "kind"), f'expected "{plugin}Args", got "{kind}"')
+    return decode(cls, raw, path)
+
+
+def has_required_fields(plugin: str) -> bool:
+    """Whether the plugin's args cannot be defaulted (Dynamic needs promeAddr)."""
+    cls = ARGS_TYPES.get(plugin)
+    if cls is None:
+        return False
+    try:
+        cls()
+    except TypeError:
+        return True
+    return False
