@@ -1,0 +1,303 @@
+"""The ``dynamic-scheduler`` command: flags -> checked :class:`Options` -> ``scheduler.app.run``.
+
+Subcommands: ``run`` (the default: ``dynamic-scheduler --config=...`` runs),
+and ``render``, ``churn`` and ``finalize-namespace``, whose modules in
+``scheduler.deploy`` own their flags (``main(argv) -> int``).
+
+``run`` takes kube-scheduler's flags. Flags set explicitly win over the
+``--config`` file (for ``--kubeconfig`` and ``--kube-api-*`` too, which
+kube-scheduler ignores when a file is given). Bad input of any kind is one
+line on stderr, ``error: <file>: <path>: <what was expected>``, and exit
+code 1; nothing is contacted before every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from scheduler import __version__, logs
+from scheduler.config.decode import camel, describe
+from scheduler.config.durations import DurationError, format_seconds, parse_duration
+from scheduler.config.errors import ConfigError
+from scheduler.config.loading import default_config, load_config, with_dynamic_policies
+from scheduler.config.options import DEFAULT_SECURE_PORT, LoggingOptions, Options, ServingOptions
+from scheduler.config.writing import dump_config
+from scheduler.logs import kv
+
+logger = logging.getLogger(__name__)
+
+PROG = "dynamic-scheduler"
+DELEGATED = {
+    "render": ("scheduler.deploy.render", "render the manifests (Deployment, RBAC, ConfigMap) to stdout"),
+    "churn": ("scheduler.deploy.churn", "delete pods on a timer so they are scheduled again"),
+    "finalize-namespace": ("scheduler.deploy.finalize_namespace",
+                           "remove the finalizers of a namespace stuck in Terminating"),
+}
+
+_LEADER_FLAGS = {
+    "leader_elect": "leader_elect",
+    "leader_elect_lease_duration": "lease_duration",
+    "leader_elect_renew_deadline": "renew_deadline",
+    "leader_elect_retry_period": "retry_period",
+    "leader_elect_resource_lock": "resource_lock",
+    "leader_elect_resource_name": "resource_name",
+    "leader_elect_resource_namespace": "resource_namespace",
+}
+"""Flag dest -> the leaderElection field it overrides."""
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``--flag: what was expected``."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            message = message[len("argument "):]
+        raise _UsageError(message)
+
+
+# --- flag value types ---------------------------------------------------------------------------
+
+
+def _flag_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "1"):
+        return True
+    if value in ("false", "f", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {describe(text)}")
+
+
+def _int_type(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    expected = f"an integer {lo}..{hi}" if hi is not None else f"an integer >= {lo}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {describe(text)}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {describe(text)}")
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        ns = parse_duration(text)
+    except DurationError as e:
+        raise argparse.ArgumentTypeError(f'expected a Go duration like "15s", got {describe(text)} ({e})') from None
+    if ns <= 0:
+        raise argparse.ArgumentTypeError(f'expected a Go duration greater than 0, like "15s", got {describe(text)}')
+    return ns / 1e9
+
+
+def _ip_address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IP address like 0.0.0.0, got {describe(text)}") from None
+
+
+def _logging_format(text: str) -> str:
+    if text not in ("text", "json"):
+        raise argparse.ArgumentTypeError(f'expected "text" or "json", got {describe(text)}')
+    return text
+
+
+# --- the parser -----------------------------------------------------------------------------------
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    misc = p.add_argument_group("misc")
+    misc.add_argument("--config", metavar="FILE", help="the KubeSchedulerConfiguration file")
+    misc.add_argument("--write-config-to", metavar="PATH",
+                      help="write the effective configuration (defaults applied, v1) to PATH ('-': stdout) and exit")
+    misc.add_argument("--version", action="store_true", help="print the version and exit")
+
+    client = p.add_argument_group("client (override clientConnection)")
+    client.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig file with the API server and credentials (default: in-cluster)")
+    client.add_argument("--kube-api-qps", type=_positive_float, metavar="QPS", help="requests per second (default 50)")
+    client.add_argument("--kube-api-burst", type=_int_type(1), metavar="N", help="request burst (default 100)")
+
+    le = p.add_argument_group("leader election (override leaderElection)")
+    le.add_argument("--leader-elect", type=_flag_bool, nargs="?", const=True, metavar="BOOL",
+                    help="compete for the Lease before scheduling (default true)")
+    le.add_argument("--leader-elect-lease-duration", type=_duration, metavar="DURATION", help="default 15s")
+    le.add_argument("--leader-elect-renew-deadline", type=_duration, metavar="DURATION", help="default 10s")
+    le.add_argument("--leader-elect-retry-period", type=_duration, metavar="DURATION", help="default 2s")
+    le.add_argument("--leader-elect-resource-lock", metavar="KIND", help='only "leases" (the default)')
+    le.add_argument("--leader-elect-resource-name", metavar="NAME", help="default kube-scheduler")
+    le.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE", help="default kube-system")
+    le.add_argument("--leader-elect-takeover", type=_flag_bool, nargs="?", const=True, default=False,
+                    metavar="BOOL", help="at start, take the Lease from a holder that is not one of ours")
+
+    serving = p.add_argument_group("secure serving (/healthz, /livez, /readyz, /metrics)")
+    serving.add_argument("--secure-port", type=_int_type(0, 65535), default=DEFAULT_SECURE_PORT, metavar="PORT",
+                         help=f"HTTPS port; 0 serves nothing (default {DEFAULT_SECURE_PORT})")
+    serving.add_argument("--bind-address", type=_ip_address, default="0.0.0.0", metavar="IP",
+                         help="default 0.0.0.0")
+    serving.add_argument("--tls-cert-file", metavar="FILE", help="default: a self-signed certificate")
+    serving.add_argument("--tls-private-key-file", metavar="FILE")
+
+    logging_ = p.add_argument_group("logging")
+    logging_.add_argument("-v", "--v", dest="v", type=_int_type(0), default=0, metavar="N",
+                          help="log verbosity (klog levels; 2 operator, 4 debug)")
+    logging_.add_argument("--logging-format", type=_logging_format, default="text", metavar="FORMAT",
+                          help="text or json (default text)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, allow_abbrev=False,
+                     description="A kube-scheduler-compatible scheduler with crane's load-aware Dynamic plugin.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run = commands.add_parser("run", allow_abbrev=False, help="run the scheduler (the default command)",
+                              description="Run the scheduler. Flags set explicitly win over --config.")
+    _add_run_flags(run)
+    run.set_defaults(handler=_run)
+    for name, (_, help_text) in DELEGATED.items():
+        commands.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+# --- the run command ----------------------------------------------------------------------------
+
+
+def apply_flags(config: Any, ns: argparse.Namespace) -> Any:
+    """The configuration with the explicitly set flags applied, checked again."""
+    client: dict[str, Any] = {}
+    if ns.kubeconfig is not None:
+        client["kubeconfig"] = ns.kubeconfig
+    if ns.kube_api_qps is not None:
+        client["qps"] = ns.kube_api_qps
+    if ns.kube_api_burst is not None:
+        client["burst"] = ns.kube_api_burst
+    leader = {attr: getattr(ns, dest) for dest, attr in _LEADER_FLAGS.items() if getattr(ns, dest) is not None}
+    if not client and not leader:
+        return config
+    election = replace(config.leader_election, **leader)
+    try:
+        election.validate("leaderElection")
+    except ConfigError as e:
+        key = e.path.rsplit(".", 1)[-1]
+        flag = next((d for d, a in _LEADER_FLAGS.items() if camel(a) == key and getattr(ns, d) is not None), None)
+        if flag is not None:
+            raise ConfigError(None, "--" + flag.replace("_", "-"), e.message) from None
+        raise ConfigError(config.source, e.path, e.message) from None
+    return replace(config, leader_election=election,
+                   client_connection=replace(config.client_connection, **client))
+
+
+def _serving(ns: argparse.Namespace) -> ServingOptions:
+    cert, key = ns.tls_cert_file, ns.tls_private_key_file
+    if (cert is None) != (key is None):
+        missing = "--tls-private-key-file" if key is None else "--tls-cert-file"
+        given = "--tls-cert-file" if key is None else "--tls-private-key-file"
+        raise ConfigError(None, missing, f"required with {given}; expected both or neither")
+    for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise ConfigError(None, flag, f"expected a readable file, got {describe(path)}")
+    return ServingOptions(secure_port=ns.secure_port, bind_address=ns.bind_address,
+                          tls_cert_file=cert, tls_private_key_file=key)
+
+
+def _write_config(config: Any, path: str) -> None:
+    text = dump_config(config)
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise ConfigError(path, "", f"cannot write the configuration: {e.strerror or e}") from None
+    logger.info("Wrote configuration", extra=kv(file=path))
+
+
+def _run(ns: argparse.Namespace) -> int:
+    if ns.version:
+        print(f"{PROG} v{__version__}")
+        return 0
+    logs.setup(ns.v, ns.logging_format)
+    config = load_config(ns.config, policies=False) if ns.config else default_config()
+    config = apply_flags(config, ns)
+    serving = _serving(ns)
+    if ns.write_config_to:
+        _write_config(config, ns.write_config_to)
+        return 0
+    config = with_dynamic_policies(config)
+    options = Options(config=config, serving=serving,
+                      logging=LoggingOptions(verbosity=ns.v, format=ns.logging_format),
+                      leader_elect_takeover=ns.leader_elect_takeover, config_file=ns.config)
+    logger.log(logs.V(2), "Starting", extra=kv(
+        version=__version__, profiles=",".join(config.scheduler_names()),
+        leaderElect=options.leader_election.leader_elect,
+        leaseDuration=format_seconds(options.leader_election.lease_duration),
+        securePort=serving.secure_port))
+    try:
+        app = importlib.import_module("scheduler.app")
+    except ImportError as e:
+        if e.name != "scheduler.app":
+            raise
+        raise ConfigError(None, "run", "the scheduler application (scheduler.app) is not available in this build") \
+            from None
+    return int(app.run(options))
+
+
+def _delegate(command: str, argv: list[str]) -> int:
+    module_name = DELEGATED[command][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        if e.name not in (module_name, "scheduler.deploy"):
+            raise
+        print(f"error: {command}: not available in this build", file=sys.stderr)
+        return 1
+    return int(module.main(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in DELEGATED:
+        return _delegate(args[0], args[1:])
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+        args = ["run", *args]
+    try:
+        ns = build_parser().parse_args(args)
+        if getattr(ns, "handler", None) is None:
+            build_parser().print_help(sys.stderr)
+            return 1
+        return int(ns.handler(ns))
+    except _UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
