@@ -18,16 +18,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.helpers import NOTHING, LabelSelector, SelectorError, compile_label_selector
+from scheduler.plugins.helpers import (
+    EVERYTHING,
+    NOTHING,
+    LabelSelector,
+    SelectorError,
+    compile_label_selector,
+)
 
 NAME = "InterPodAffinity"
 _NO_LABELS: Mapping[str, str] = {}
 
 
-def _selector_key(sel: LabelSelector) -> Any:
-    if sel.nothing:
+def selector_key(sel: LabelSelector) -> Any:
+    """A hashable identity of a compiled selector."""
+    if sel is NOTHING:
         return None
-    if sel.everything:
+    if sel is EVERYTHING:
         return "*"
     return sel.reqs
 
@@ -44,14 +51,14 @@ class AffinityTerm:
         self.selector = selector
         self.topology_key = topology_key
         self.weight = weight
-        self.key = (topology_key, weight, namespaces, _selector_key(ns_selector), _selector_key(selector))
+        self.key = (topology_key, weight, namespaces, selector_key(ns_selector), selector_key(selector))
         """Hashable identity: two terms with equal keys match exactly the same pods."""
 
     def matches(self, namespace: str, labels: Mapping[str, str],
                 ns_labels: Mapping[str, str] | None) -> bool:
         """The pod (its namespace, its labels, its namespace's labels) is selected by this term."""
         if namespace in self.namespaces or (
-                not self.ns_selector.nothing and self.ns_selector.matches(ns_labels or _NO_LABELS)):
+                self.ns_selector is not NOTHING and self.ns_selector.matches(ns_labels or _NO_LABELS)):
             return self.selector.matches(labels)
         return False
 
@@ -166,13 +173,13 @@ def resolve_namespace_selectors(terms: tuple[AffinityTerm, ...],
     so that the existing pods need not have their namespace's labels looked up.
     A ``{}`` selector (every namespace) is kept as it is.
     """
-    if not any(not t.ns_selector.nothing and not t.ns_selector.everything for t in terms):
+    if all(t.ns_selector is NOTHING or t.ns_selector is EVERYTHING for t in terms):
         return terms
     ns_list = list(namespaces)
     out = []
     for t in terms:
         sel = t.ns_selector
-        if sel.nothing or sel.everything:
+        if sel is NOTHING or sel is EVERYTHING:
             out.append(t)
             continue
         names = [ns["metadata"]["name"] for ns in ns_list
