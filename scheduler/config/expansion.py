@@ -54,7 +54,7 @@ def check_names(plugins: Plugins, path: str, warned: set[str]) -> Plugins:
                 raise ConfigError(None, at, f'expected a plugin name ("{ALL}" is only valid in disabled)')
             _check_known(ref.name, at)
             if ref.name in NOT_IMPLEMENTED:
-                _warn_not_implemented(ref.name, warned)
+                warn_not_implemented(ref.name, warned)
                 continue
             if point != "multi_point" and point not in PLUGIN_POINTS[ref.name]:
                 raise ConfigError(None, at, f'plugin "{ref.name}" does not run at {camel(point)}; '
@@ -69,7 +69,7 @@ def check_names(plugins: Plugins, path: str, warned: set[str]) -> Plugins:
             if ref.name != ALL:
                 _check_known(ref.name, at)
                 if ref.name in NOT_IMPLEMENTED:
-                    _warn_not_implemented(ref.name, warned)
+                    warn_not_implemented(ref.name, warned)
                     continue
             disabled.append(PluginRef(ref.name))
         sets[point] = PluginSet(tuple(enabled), tuple(disabled))
@@ -80,7 +80,8 @@ def _points_of(name: str) -> str:
     return ", ".join(camel(p) for p in EXTENSION_POINTS if p in PLUGIN_POINTS[name])
 
 
-def _warn_not_implemented(name: str, warned: set[str]) -> None:
+def warn_not_implemented(name: str, warned: set[str]) -> None:
+    """Log that a kube-scheduler plugin stays disabled, once per name in ``warned``."""
     if name not in warned:
         warned.add(name)
         logger.warning("Plugin is not implemented by this scheduler; it stays disabled", extra=kv(plugin=name))

@@ -21,7 +21,7 @@ import yaml
 from scheduler.config.decode import decode, describe, join
 from scheduler.config.effective import Profile, SchedulerConfig
 from scheduler.config.errors import ConfigError
-from scheduler.config.expansion import check_names, expand, merge_plugins
+from scheduler.config.expansion import check_names, expand, merge_plugins, warn_not_implemented
 from scheduler.config.pluginargs import ARGS_TYPES, decode_args, has_required_fields
 from scheduler.config.registry import NOT_IMPLEMENTED, PLUGIN_POINTS, PREEMPTION_PLUGIN, default_plugins
 from scheduler.config.types import (
@@ -75,7 +75,7 @@ def parse_yaml(text: str, file: str | None) -> Any:
 
 def read_file(path: str | os.PathLike[str]) -> str:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read()
     except UnicodeDecodeError:
         raise ConfigError(os.fspath(path), "", "expected UTF-8 text") from None
@@ -189,7 +189,8 @@ def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str]) -> Profi
             raise ConfigError(None, join(at, "name"), f'expected one entry per plugin, got "{entry.name}" again')
         if entry.name not in PLUGIN_POINTS:
             if entry.name in NOT_IMPLEMENTED:
-                continue  # warned about if named in plugins; its args are of no use
+                warn_not_implemented(entry.name, warned)
+                continue
             raise ConfigError(None, join(at, "name"), f'unknown plugin "{entry.name}"; '
                                                       f"known plugins: {', '.join(sorted(PLUGIN_POINTS))}")
         if entry.name not in enabled:

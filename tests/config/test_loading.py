@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import textwrap
 from pathlib import Path
@@ -239,9 +240,19 @@ def test_enabling_dynamic_needs_its_args() -> None:
     assert "promeAddr" in e.message
 
 
-def test_plugin_config_of_a_not_implemented_plugin_is_ignored() -> None:
-    c = load("profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]}]\n")
+def test_plugin_config_of_a_not_implemented_plugin_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="scheduler.config")
+    c = load("profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]},"
+             " {schedulerName: b, pluginConfig: [{name: DynamicResources}]}]\n")
     assert "DynamicResources" not in c.profiles[0].args
+    warned = [r for r in caplog.records if getattr(r, "kv", {}).get("plugin") == "DynamicResources"]
+    assert len(warned) == 1
+
+
+def test_a_byte_order_mark_is_ignored(tmp_path: Path) -> None:
+    f = tmp_path / "sched.yaml"
+    f.write_bytes(b"\xef\xbb\xbf" + SEED.read_bytes())
+    assert load_config(f, policies=False) == load_config(SEED, policies=False)
 
 
 def test_args_for_a_plugin_that_takes_none() -> None:
