@@ -17,6 +17,7 @@ from scheduler.config.durations import DurationError, duration_seconds, format_d
 from scheduler.config.effective import EnabledPlugins, Profile, SchedulerConfig
 from scheduler.config.errors import ConfigError
 from scheduler.config.loading import default_config, load_config, parse_config
+from scheduler.config.options import LoggingOptions, Options, ServingOptions
 from scheduler.config.types import ClientConnection, LeaderElection
 from scheduler.config.writing import config_document, dump_config
 
@@ -26,8 +27,11 @@ __all__ = [
     "DurationError",
     "EnabledPlugins",
     "LeaderElection",
+    "LoggingOptions",
+    "Options",
     "Profile",
     "SchedulerConfig",
+    "ServingOptions",
     "config_document",
     "default_config",
     "dump_config",
