@@ -1,0 +1,226 @@
+"""The ``Dynamic`` plugin: crane-scheduler's load-aware filter and score, fed by Prometheus.
+
+Filter (crane's ``Dynamic`` predicate)
+    A node whose fresh value of a predicate metric is above its ``maxLimitPecent``
+    is rejected with ``node(s) had <metric> above <limit>`` (no node name, so the
+    reasons aggregate as kube-scheduler's "3 node(s) had ..."). A limit of 0
+    disables that check; DaemonSet pods skip the filter, as in crane.
+
+Score (crane's ``Dynamic`` priority)
+    trunc(Σ weight·(1−usage)·100 / Σ weight) − 10·hot value, clamped to 0..100
+    (truncated as crane's int64() does, after forgiving float noise below 1e-9).
+    With no priorities (or all weights 0) the load part is 100 for every node,
+    so the hot value still spreads bursts (crane scores everything 0 then).
+
+Fresh and missing data
+    A value is fresh while ``now ≤ sample time + the metric's period + stale_grace``;
+    a stale value is missing. Missing data never fails a pod by itself unless
+    ``missing_data_policy`` is ``FailClosed``:
+
+    - ``FailOpen`` (default): the node passes the metric's check (crane does the same).
+    - ``FailClosed``: a node missing any enabled predicate metric is rejected with
+      ``node(s) had no fresh load data``.
+    - In both, a missing priority metric scores *neutral*: as if the node's usage
+      were the median of that metric across the cluster's fresh series, or 0.5
+      when there are none. crane counts the term as 0 (fully loaded), which
+      pushes new nodes and nodes with a broken exporter to the bottom; the median
+      neither favours nor punishes a node for lacking data.
+
+Speed
+    The per-node verdict and load score are computed once per node and source
+    refresh (and again when a value goes stale or the Node object changes), then
+    filter and score are a dict lookup. The hot value, which changes with every
+    bind, is read once per cycle in ``pre_score`` and added at score time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from scheduler.config.errors import ConfigError
+from scheduler.config.pluginargs import DynamicArgs
+from scheduler.core.framework import MAX_NODE_SCORE, MIN_NODE_SCORE, CycleState, Status, unresolvable
+from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.podinfo import PodInfo
+from scheduler.logs import kv
+from scheduler.plugins.dynamic.hotvalue import HotValueTracker
+from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
+from scheduler.plugins.dynamic.source import PrometheusSource
+
+logger = logging.getLogger(__name__)
+
+FAIL_OPEN = "FailOpen"
+FAIL_CLOSED = "FailClosed"
+NO_FRESH_DATA = "node(s) had no fresh load data"
+NEUTRAL_USAGE = 0.5
+"""Usage assumed for a missing priority metric when no node has fresh data for it."""
+HOT_VALUE_PENALTY = 10
+_HOT_KEY = "Dynamic/hot"
+_FLOAT_NOISE = 1e-9
+"""Added before truncating, so 57.99999999999999 from float rounding counts as 58."""
+
+
+def build_source(policy: DynamicPolicy, args: DynamicArgs, *, registry: CollectorRegistry = REGISTRY,
+                 clock: Callable[[], float] = time.time) -> PrometheusSource:
+    """The source that fetches the policy's metrics as ``args`` say (not started)."""
+    return PrometheusSource(args.prome_addr, policy.periods(args.metrics_update_period),
+                            cluster_label=args.cluster_label, cluster_name=args.cluster_name,
+                            node_label=args.node_label, query_timeout=args.query_timeout,
+                            registry=registry, clock=clock)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """What the plugin concluded about one node from one source generation."""
+
+    node_obj: Any
+    """The Node object it was computed for (a new one means the addresses may have changed)."""
+    generation: int
+    valid_until: float
+    """When the first value used goes stale (epoch seconds)."""
+    verdict: Status | None
+    """The filter's answer for pods other than DaemonSet pods."""
+    score: int
+    """The load part of the score, 0..100, before the hot value."""
+    usage: dict[str, float]
+    """The fresh values used, by metric."""
+
+
+def is_daemonset_pod(pod: PodInfo) -> bool:
+    ds = pod.memo.get(Dynamic.name)
+    if ds is None:
+        refs = pod.pod["metadata"].get("ownerReferences") or ()
+        ds = pod.memo[Dynamic.name] = any(r.get("kind") == "DaemonSet" for r in refs)
+    return bool(ds)
+
+
+class Dynamic:
+    """Load-aware Filter, PreScore/Score, Reserve/Unreserve and PostBind (see the module doc)."""
+
+    name: ClassVar[str] = "Dynamic"
+
+    def __init__(self, args: DynamicArgs, handle: Any, *, source: PrometheusSource | None = None,
+                 registry: CollectorRegistry = REGISTRY, clock: Callable[[], float] = time.time,
+                 hot_clock: Callable[[], float] = time.monotonic) -> None:
+        """Load the policy and start fetching. ``source`` (not started or stopped by the plugin),
+        ``registry`` and the clocks are for embedding and tests."""
+        if args.missing_data_policy not in (FAIL_OPEN, FAIL_CLOSED):
+            raise ConfigError(None, "Dynamic.missingDataPolicy",
+                              f"expected {FAIL_OPEN!r} or {FAIL_CLOSED!r}, got {args.missing_data_policy!r}")
+        self.policy = load_policy(args.policy_config_path)
+        self._clock = clock
+        self._fail_closed = args.missing_data_policy == FAIL_CLOSED
+        periods = self.policy.periods(args.metrics_update_period)
+        self._max_age = {m: p + args.stale_grace for m, p in periods.items()}
+        self._metrics = tuple(periods)
+        self._predicates = tuple(
+            (p.name, p.max_limit_percent, f"node(s) had {p.name} above {p.max_limit_percent:g}")
+            for p in self.policy.predicate if p.max_limit_percent > 0)
+        self._priorities = tuple((p.name, p.weight) for p in self.policy.priority)
+        self._weight_sum = sum(w for _, w in self._priorities)
+        self.hot = HotValueTracker(self.policy.hot_value, clock=hot_clock)
+        self._owns_source = source is None
+        self.source = source or build_source(self.policy, args, registry=registry, clock=clock)
+        self._cache: dict[str, NodeLoad] = {}
+        self._cache_generation = -1
+        logger.info("Dynamic plugin configured", extra=kv(
+            policy=args.policy_config_path, prometheus=args.prome_addr, metrics=",".join(self._metrics),
+            missingDataPolicy=args.missing_data_policy))
+        if self._owns_source:
+            self.source.start()
+
+    def stop(self) -> None:
+        """Stop the background refresh (returns within a couple of seconds)."""
+        if self._owns_source:
+            self.source.stop()
+
+    # --- extension points ---
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if is_daemonset_pod(pod):
+            return None
+        return self.node_load(node).verdict
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        state[_HOT_KEY] = self.hot.values()
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        hot_values = state.get(_HOT_KEY)
+        hot = hot_values.get(node.name, 0) if hot_values is not None else self.hot.value(node.name)
+        s = self.node_load(node).score - HOT_VALUE_PENALTY * hot
+        return MAX_NODE_SCORE if s > MAX_NODE_SCORE else MIN_NODE_SCORE if s < MIN_NODE_SCORE else s
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        self.hot.record(pod.uid, node_name)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.hot.forget(pod.uid)
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.hot.confirm(pod.uid, node_name)
+
+    # --- per-node load ---
+
+    def node_load(self, node: NodeInfo) -> NodeLoad:
+        """The node's verdict and load score from the source's current data (cached)."""
+        generation = self.source.generation
+        cache = self._cache
+        if generation != self._cache_generation:
+            cache = self._cache = {}
+            self._cache_generation = generation
+        now = self._clock()
+        entry = cache.get(node.name)
+        if entry is None or entry.generation != generation or entry.node_obj is not node.node \
+                or now > entry.valid_until:
+            entry = cache[node.name] = self._compute(node, generation, now)
+        return entry
+
+    def _compute(self, node: NodeInfo, generation: int, now: float) -> NodeLoad:
+        ip = node.internal_ip()
+        usage: dict[str, float] = {}
+        valid_until = math.inf
+        medians: dict[str, float] = {}
+        for metric in self._metrics:
+            view = self.source.view(metric)
+            max_age = self._max_age[metric]
+            view_expires = view.sample_time + max_age
+            if view.median is not None and now <= view_expires:
+                medians[metric] = view.median
+                valid_until = min(valid_until, view_expires)
+            sample = view.lookup(node.name, ip)
+            if sample is None:
+                continue
+            expires = sample.sample_time + max_age
+            if now <= expires:
+                usage[metric] = sample.value
+                valid_until = min(valid_until, expires)
+
+        reasons = [reason for metric, limit, reason in self._predicates
+                   if metric in usage and usage[metric] > limit]
+        if reasons:
+            verdict: Status | None = unresolvable(*reasons)
+        elif self._fail_closed and any(metric not in usage for metric, _, _ in self._predicates):
+            verdict = unresolvable(NO_FRESH_DATA)
+        else:
+            verdict = None
+
+        if self._weight_sum > 0:
+            total = 0.0
+            for metric, weight in self._priorities:
+                u = usage.get(metric)
+                if u is None:
+                    u = medians.get(metric, NEUTRAL_USAGE)
+                total += (1.0 - u) * weight * MAX_NODE_SCORE
+            score = int(total / self._weight_sum + _FLOAT_NOISE)
+        else:
+            score = MAX_NODE_SCORE
+        return NodeLoad(node.node, generation, valid_until, verdict, score, usage)
