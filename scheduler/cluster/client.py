@@ -1,0 +1,203 @@
+"""The API client every part of the scheduler talks through.
+
+:func:`new_api_client` builds a ``kubernetes.client.ApiClient`` the way
+kube-scheduler builds its clientset:
+
+- from ``--kubeconfig`` when given, else from the in-cluster service account
+  only (kube-scheduler does not fall back to ``~/.kube/config`` either);
+- client-side rate limiting, a token bucket of ``qps``/``burst`` (50/100 as
+  kube-scheduler) shared by every request made through this client, watches
+  included, as client-go's ``flowcontrol`` limiter;
+- a connection pool large enough for concurrent binds;
+- a ``User-Agent`` of ``dynamic-scheduler/<version> (<os>/<arch>) ...``;
+- a default timeout on every request that does not set its own, and no silent
+  urllib3 retries of requests that may have reached the server (retries are
+  the caller's decision: the binder retries, the informer relists).
+
+Build one client per concern when they must not starve each other: kube-scheduler
+uses a separate client (and so a separate rate limiter) for leader election.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+import urllib3
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+from scheduler import __version__
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+Timeout = float | tuple[float, float]
+
+
+class ClientConfigError(Exception):
+    """No usable cluster configuration (bad kubeconfig, or not in a pod)."""
+
+
+@dataclass
+class ClientOptions:
+    kubeconfig: str | None = None
+    """Path of a kubeconfig. None means the in-cluster service account."""
+    context: str | None = None
+    """The kubeconfig context to use (its current-context when None)."""
+    qps: float = 50.0
+    """Sustained requests per second (kube-scheduler's default). 0 or less disables the limiter."""
+    burst: int = 100
+    """Requests allowed at once above ``qps`` (kube-scheduler's default)."""
+    pool_maxsize: int = 32
+    """Connections kept open to the API server: at least the number of concurrent binds
+    plus the informers' watches, or requests queue for a connection."""
+    timeout: tuple[float, float] = (5.0, 30.0)
+    """(connect, read) seconds for requests that do not pass ``_request_timeout``."""
+    user_agent_suffix: str = ""
+    """Appended to the User-Agent after a ``/``, e.g. ``leader-election``."""
+
+
+def user_agent(suffix: str = "") -> str:
+    """``dynamic-scheduler/0.1.0 (linux/x86_64) kubernetes-python/36.0.3[/suffix]``."""
+    ua = (f"dynamic-scheduler/{__version__} ({platform.system().lower()}/{platform.machine()}) "
+          f"kubernetes-python/{kubernetes.__version__}")
+    return f"{ua}/{suffix}" if suffix else ua
+
+
+class TokenBucket:
+    """A thread-safe token bucket: ``qps`` tokens a second, at most ``burst`` saved up.
+
+    Like golang.org/x/time/rate (client-go's limiter), a caller reserves a token
+    under the lock, possibly going into debt, and then sleeps outside the lock
+    until its reservation is due; so waiters are served in arrival order.
+    """
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if qps > 0 and burst < 1:
+            raise ValueError("burst must be at least 1 when qps is positive")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        """Take a token; the seconds the caller must wait before using it."""
+        if self.qps <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def acquire(self) -> float:
+        """Wait for a token; returns how long it waited."""
+        delay = self.reserve()
+        if delay > 0:
+            self._sleep(delay)
+        return delay
+
+
+def _install_throttle(api_client: client.ApiClient, bucket: TokenBucket, default_timeout: Timeout) -> None:
+    """Route every request of ``api_client`` through ``bucket`` and give it a timeout.
+
+    All API methods, ``call_api`` and ``Watch.stream`` end in
+    ``RESTClientObject.request`` (GET/POST/... call ``self.request``), so one
+    wrapper on the instance covers them all.
+    """
+    rest = api_client.rest_client
+    inner = rest.request
+
+    def request(method: str, url: str, query_params: Any = None, headers: Any = None, body: Any = None,
+                post_params: Any = None, _preload_content: bool = True,
+                _request_timeout: Timeout | None = None) -> Any:
+        waited = bucket.acquire()
+        if waited > 0.05:
+            logger.log(V(4), "Waited for client-side throttling", extra=kv(seconds=round(waited, 3),
+                                                                         verb=method, url=url))
+        return inner(method, url, query_params=query_params, headers=headers, body=body,
+                     post_params=post_params, _preload_content=_preload_content,
+                     _request_timeout=_request_timeout if _request_timeout else default_timeout)
+
+    rest.request = request  # type: ignore[method-assign]
+
+
+def new_api_client(opts: ClientOptions | None = None) -> client.ApiClient:
+    """An ``ApiClient`` for the scheduler; see the module docstring.
+
+    Raises :class:`ClientConfigError` when the kubeconfig cannot be loaded, or
+    when no kubeconfig is given outside a pod.
+    """
+    opts = opts or ClientOptions()
+    cfg = client.Configuration()
+    try:
+        if opts.kubeconfig:
+            # load_kube_config (not load_config, which print()s and prefers
+            # ~/.kube/config) into our own Configuration: no global state.
+            config.load_kube_config(config_file=opts.kubeconfig, context=opts.context,
+                                    client_configuration=cfg, persist_config=False)
+            source = opts.kubeconfig
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+            source = "in-cluster"
+    except ConfigException as e:
+        if not opts.kubeconfig:
+            raise ClientConfigError(
+                "no --kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST/PORT unset "
+                f"or no service account token): pass --kubeconfig ({e})") from e
+        raise ClientConfigError(f"cannot load kubeconfig {opts.kubeconfig}: {e}") from e
+    except OSError as e:
+        raise ClientConfigError(f"cannot load kubeconfig {opts.kubeconfig}: {e}") from e
+    cfg.connection_pool_maxsize = opts.pool_maxsize
+    # One attempt to connect again on a refused/reset connection (the request
+    # was not sent), nothing else: a read timeout on a watch or a bind must
+    # reach the caller, not be replayed three times by urllib3.
+    cfg.retries = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0, raise_on_status=False)
+    api = client.ApiClient(configuration=cfg)
+    api.user_agent = user_agent(opts.user_agent_suffix)
+    _install_throttle(api, TokenBucket(opts.qps, opts.burst), opts.timeout)
+    logger.log(V(2), "Built API client", extra=kv(source=source, host=cfg.host, qps=opts.qps, burst=opts.burst,
+                                                 poolMaxsize=opts.pool_maxsize))
+    return api
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT"))
+
+
+def read_json(resp: Any) -> Any:
+    """The JSON body of a ``_preload_content=False`` response; the connection goes back to the pool."""
+    try:
+        data = resp.data
+    finally:
+        resp.release_conn()
+    return json.loads(data) if data else None
+
+
+def api_request(api_client: client.ApiClient, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
+                body: Any = None, content_type: str | None = None, timeout: Timeout | None = None) -> Any:
+    """One API call returning the raw JSON (a dict), no model parsing.
+
+    Errors raise ``kubernetes.client.ApiException`` as the typed methods do.
+    """
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    resp = api_client.call_api(path, method, query_params=query or [], header_params=headers, body=body,
+                               auth_settings=["BearerToken"], _preload_content=False,
+                               _request_timeout=timeout)
+    return read_json(resp)
