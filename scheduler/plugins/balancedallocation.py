@@ -40,18 +40,43 @@ class NodeResourcesBalancedAllocation:
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         self.allocation = ResourceAllocationScorer(resource_specs(arg_field(args, "resources", "resources")),
                                                    use_requested=True)
+        # The default, cpu and memory, is computed inline.
+        self._cpu_memory = self.allocation.cpu_memory_weights() is not None and len(self.allocation.resources) == 2
 
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+    def _state(self, pod: PodInfo) -> Any:
+        """What Score needs of the pod, or None for a best-effort pod (kubernetes#129138)."""
         reqs = self.allocation.pod_requests(pod)
         if not any(r[3] for r in reqs):
-            return SKIP  # best-effort pod (kubernetes#129138)
-        state[self.name] = reqs
+            return None
+        if self._cpu_memory:
+            return (pod.requests.milli_cpu, pod.requests.memory)
+        return reqs
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        st = self._state(pod)
+        if st is None:
+            return SKIP
+        state[self.name] = st
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        reqs = state.get(self.name)
-        if reqs is None:  # PreScore disabled
-            reqs = self.allocation.pod_requests(pod)
-            if not any(r[3] for r in reqs):
+        st = state.get(self.name)
+        if st is None:  # PreScore disabled
+            st = self._state(pod)
+            if st is None:
                 return 0
-        return balanced_score(self.allocation.values(node, reqs))
+            state[self.name] = st
+        if self._cpu_memory:
+            a = node.allocatable
+            ac, am = a.milli_cpu, a.memory
+            if not (ac and am):
+                return MAX_NODE_SCORE  # at most one fraction: no deviation
+            r = node.requested
+            fc = (r.milli_cpu + st[0]) / ac
+            fm = (r.memory + st[1]) / am
+            if fc > 1.0:
+                fc = 1.0
+            if fm > 1.0:
+                fm = 1.0
+            return int((1 - abs(fc - fm) / 2) * MAX_NODE_SCORE)
+        return balanced_score(self.allocation.values(node, st))

@@ -16,7 +16,8 @@ for callers that must report the problem (plugin arguments).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -119,28 +120,98 @@ def _requirement(key: str, op: int, values: list[Any], opname: str) -> Requireme
     return (op, key, bound)
 
 
-def _matches(reqs: tuple[Requirement, ...], labels: Mapping[str, str]) -> bool:
-    """All requirements hold for ``labels`` (``labels.Requirement.Matches``, ANDed)."""
-    for op, key, arg in reqs:
-        if op == _IN:
-            v = labels.get(key)
-            if v is None or v not in arg:
-                return False
-        elif op == _NOT_IN:
-            v = labels.get(key)
-            if v is not None and v in arg:
-                return False
-        elif op == _EXISTS:
-            if key not in labels:
-                return False
-        elif op == _NOT_EXISTS:
-            if key in labels:
-                return False
-        else:  # Gt / Lt: the label must exist and parse as an integer
-            v = parse_int64(labels.get(key))
-            if v is None or (v <= arg if op == _GT else v >= arg):
-                return False
-    return True
+# ---------------------------------------------------------------------------
+# Matchers
+#
+# A compiled selector is one Python function, generated once per distinct
+# selector and cached: ``lambda L, N: L.get(k0) in v0 and k1 not in L ...``
+# over the node's labels ``L`` and name ``N``. Only generated identifiers
+# appear in the source; keys and values are bound as constants, so nothing
+# from the API object is ever evaluated. Matching a node is then one call and
+# a few dict lookups, which matters: it runs for every node of every cycle.
+
+
+def _gt(value: str | None, bound: int) -> bool:
+    v = parse_int64(value)
+    return v is not None and v > bound
+
+
+def _lt(value: str | None, bound: int) -> bool:
+    v = parse_int64(value)
+    return v is not None and v < bound
+
+
+class _Codegen:
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"_gt": _gt, "_lt": _lt}
+
+    def const(self, value: Any) -> str:
+        name = f"c{len(self.ns)}"
+        self.ns[name] = value
+        return name
+
+    def requirements(self, reqs: tuple[Requirement, ...]) -> str:
+        """All requirements hold (``labels.Requirement.Matches``, ANDed)."""
+        parts = []
+        for op, key, arg in reqs:
+            k = self.const(key)
+            if op == _IN:  # an absent label (None) is in no set
+                parts.append(f"L.get({k}) in {self.const(arg)}")
+            elif op == _NOT_IN:
+                parts.append(f"L.get({k}) not in {self.const(arg)}")
+            elif op == _EXISTS:
+                parts.append(f"{k} in L")
+            elif op == _NOT_EXISTS:
+                parts.append(f"{k} not in L")
+            else:  # Gt / Lt: the label must exist and parse as an integer
+                parts.append(f"{'_gt' if op == _GT else '_lt'}(L.get({k}), {self.const(arg)})")
+        return " and ".join(f"({p})" for p in parts) if parts else "True"
+
+    def term(self, label_reqs: tuple[Requirement, ...] | None,
+             field_reqs: tuple[tuple[bool, str, str], ...] | None) -> str:
+        parts = []
+        if label_reqs is not None:
+            parts.append(self.requirements(label_reqs))
+        if field_reqs is not None:
+            # Only metadata.name is a node field (others read as ""); a node
+            # without a name has no fields, and field requirements are then ignored.
+            checks = []
+            for is_in, key, value in field_reqs:
+                if key == METADATA_NAME:
+                    checks.append(f"N {'==' if is_in else '!='} {self.const(value)}")
+                elif (value == "") != is_in:
+                    checks.append("False")
+            if checks:
+                parts.append(f"(not N or ({' and '.join(checks)}))")
+        return " and ".join(f"({p})" for p in parts) if parts else "True"
+
+    def function(self, expr: str) -> Callable[..., Any]:
+        return eval(f"lambda L, N='': {expr}", self.ns)  # noqa: S307 - generated source, see above
+
+
+@lru_cache(maxsize=4096)
+def _label_matcher(reqs: tuple[Requirement, ...]) -> Callable[..., bool]:
+    g = _Codegen()
+    return g.function(g.requirements(reqs))
+
+
+TermReqs = tuple[tuple[Requirement, ...] | None, tuple[tuple[bool, str, str], ...] | None]
+
+
+@lru_cache(maxsize=4096)
+def _node_matcher(node_selector: tuple[tuple[str, str], ...], terms: tuple[TermReqs, ...] | None
+                  ) -> Callable[[Mapping[str, str], str], bool]:
+    g = _Codegen()
+    parts = [f"(L.get({g.const(k)}) == {g.const(v)})" for k, v in node_selector]
+    if terms is not None:
+        parts.append("(" + (" or ".join(f"({g.term(*t)})" for t in terms) or "False") + ")")
+    return g.function(" and ".join(parts) or "True")
+
+
+@lru_cache(maxsize=4096)
+def _weight_matcher(terms: tuple[tuple[int, Any, Any], ...]) -> Callable[[Mapping[str, str], str], int]:
+    g = _Codegen()
+    return g.function(" + ".join(f"({w} if ({g.term(lr, fr)}) else 0)" for w, lr, fr in terms) or "0")
 
 
 # ---------------------------------------------------------------------------
@@ -148,43 +219,56 @@ def _matches(reqs: tuple[Requirement, ...], labels: Mapping[str, str]) -> bool:
 
 
 class LabelSelector:
-    """A compiled ``metav1.LabelSelector``."""
+    """A compiled ``metav1.LabelSelector``; ``matches(labels)`` is a generated function."""
 
-    __slots__ = ("reqs", "everything", "nothing")
+    __slots__ = ("reqs", "matches")
 
-    def __init__(self, reqs: tuple[Requirement, ...] = (), *, everything: bool = False,
-                 nothing: bool = False) -> None:
+    def __init__(self, reqs: tuple[Requirement, ...] | None) -> None:
+        """``reqs`` None selects nothing; ``()`` everything."""
         self.reqs = reqs
-        self.everything = everything
-        self.nothing = nothing
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.nothing:
-            return False
-        if self.everything:
-            return True
-        return _matches(self.reqs, labels)
+        self.matches: Callable[[Mapping[str, str]], bool] = (
+            _nothing if reqs is None else _label_matcher(reqs))
 
     def __repr__(self) -> str:
-        if self.nothing:
-            return "LabelSelector(<nothing>)"
-        if self.everything:
-            return "LabelSelector(<everything>)"
-        return f"LabelSelector({self.reqs!r})"
+        return f"LabelSelector({'<nothing>' if self.reqs is None else self.reqs or '<everything>'})"
 
 
-EVERYTHING = LabelSelector(everything=True)
-NOTHING = LabelSelector(nothing=True)
+def _nothing(labels: Mapping[str, str], name: str = "") -> bool:
+    return False
+
+
+EVERYTHING = LabelSelector(())
+NOTHING = LabelSelector(None)
+
+
+_compiled_selectors: dict[int, tuple[Any, LabelSelector]] = {}
+_COMPILED_SELECTORS_MAX = 8192
 
 
 def compile_label_selector(selector: Mapping[str, Any] | None, strict: bool = False) -> LabelSelector:
     """``metav1.LabelSelectorAsSelector``: None selects nothing, ``{}`` everything.
 
     An invalid selector raises :class:`SelectorError` with ``strict``, and
-    otherwise compiles to one that selects nothing.
+    otherwise compiles to one that selects nothing. The result is cached by
+    the identity of ``selector`` (API objects are replaced, never mutated), so
+    matching the same selector against many pods compiles it once.
     """
     if selector is None:
         return NOTHING
+    if strict:
+        return _compile_label_selector(selector, strict)
+    hit = _compiled_selectors.get(id(selector))
+    if hit is not None and hit[0] is selector:
+        return hit[1]
+    compiled = _compile_label_selector(selector, strict)
+    if len(_compiled_selectors) >= _COMPILED_SELECTORS_MAX:
+        _compiled_selectors.clear()
+    # The entry keeps the selector alive, so its id cannot be reused meanwhile.
+    _compiled_selectors[id(selector)] = (selector, compiled)
+    return compiled
+
+
+def _compile_label_selector(selector: Mapping[str, Any], strict: bool) -> LabelSelector:
     match_labels = selector.get("matchLabels") or {}
     exprs = selector.get("matchExpressions") or ()
     if not match_labels and not exprs:
@@ -213,8 +297,7 @@ def match_label_selector(selector: Mapping[str, Any] | None, labels: Mapping[str
 # v1.NodeSelector
 
 
-def _compile_term(term: Mapping[str, Any]) -> tuple[tuple[Requirement, ...] | None,
-                                                     tuple[tuple[bool, str, str], ...] | None]:
+def _compile_term(term: Mapping[str, Any]) -> TermReqs:
     """A non-empty ``v1.NodeSelectorTerm`` as (label requirements, field requirements)."""
     label_reqs = None
     exprs = term.get("matchExpressions") or ()
@@ -244,35 +327,18 @@ def _compile_term(term: Mapping[str, Any]) -> tuple[tuple[Requirement, ...] | No
     return label_reqs, field_reqs
 
 
-def _term_matches(label_reqs: tuple[Requirement, ...] | None,
-                  field_reqs: tuple[tuple[bool, str, str], ...] | None,
-                  labels: Mapping[str, str], name: str) -> bool:
-    if label_reqs is not None and not _matches(label_reqs, labels):
-        return False
-    if field_reqs is not None and name:  # a node without a name has no fields to match
-        for is_in, key, value in field_reqs:
-            actual = name if key == METADATA_NAME else ""
-            if (actual == value) != is_in:
-                return False
-    return True
-
-
 class NodeSelector:
     """Compiled ``v1.NodeSelectorTerm`` list: terms ORed, requirements ANDed.
 
     An empty term selects nothing; so does a selector without terms.
+    ``matches(labels, name)`` is a generated function.
     """
 
-    __slots__ = ("terms",)
+    __slots__ = ("terms", "matches")
 
-    def __init__(self, terms: tuple[tuple[Any, Any], ...]) -> None:
+    def __init__(self, terms: tuple[TermReqs, ...]) -> None:
         self.terms = terms
-
-    def matches(self, labels: Mapping[str, str], name: str) -> bool:
-        for label_reqs, field_reqs in self.terms:
-            if _term_matches(label_reqs, field_reqs, labels, name):
-                return True
-        return False
+        self.matches: Callable[[Mapping[str, str], str], bool] = _node_matcher((), terms)
 
     def __repr__(self) -> str:
         return f"NodeSelector({self.terms!r})"
@@ -308,19 +374,13 @@ def match_node_selector_terms(terms: Iterable[Mapping[str, Any]] | None,
 
 
 class PreferredTerms:
-    """Compiled ``[]v1.PreferredSchedulingTerm``; ``score`` sums the matching weights."""
+    """Compiled ``[]v1.PreferredSchedulingTerm``; ``score(labels, name)`` sums the matching weights."""
 
-    __slots__ = ("terms",)
+    __slots__ = ("terms", "score")
 
     def __init__(self, terms: tuple[tuple[int, Any, Any], ...]) -> None:
         self.terms = terms
-
-    def score(self, labels: Mapping[str, str], name: str) -> int:
-        total = 0
-        for weight, label_reqs, field_reqs in self.terms:
-            if _term_matches(label_reqs, field_reqs, labels, name):
-                total += weight
-        return total
+        self.score: Callable[[Mapping[str, str], str], int] = _weight_matcher(terms)
 
     def __bool__(self) -> bool:
         return bool(self.terms)
@@ -345,20 +405,17 @@ class RequiredNodeAffinity:
     """A pod's ``spec.nodeSelector`` and required node affinity, both of which must hold.
 
     ``nodeaffinity.GetRequiredNodeAffinity``: an affinity with
-    ``nodeSelectorTerms: []`` matches no node.
+    ``nodeSelectorTerms: []`` matches no node. ``matches(labels, name)`` is a
+    generated function.
     """
 
-    __slots__ = ("node_selector", "terms")
+    __slots__ = ("node_selector", "terms", "matches")
 
     def __init__(self, node_selector: Mapping[str, str] | None, terms: NodeSelector | None) -> None:
         self.node_selector = tuple(node_selector.items()) if node_selector else ()
         self.terms = terms
-
-    def matches(self, labels: Mapping[str, str], name: str) -> bool:
-        for k, v in self.node_selector:
-            if labels.get(k) != v:
-                return False
-        return self.terms is None or self.terms.matches(labels, name)
+        self.matches: Callable[[Mapping[str, str], str], bool] = _node_matcher(
+            self.node_selector, None if terms is None else terms.terms)
 
     @property
     def empty(self) -> bool:

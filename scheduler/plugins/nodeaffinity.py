@@ -103,6 +103,7 @@ class NodeAffinity:
         required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         if required is None and self.added_selector is None and pod.spec.get("nodeSelector") is None:
             return SKIP
+        state[self.name] = required_node_affinity(pod).matches
         terms = (required or {}).get("nodeSelectorTerms") or []
         if not terms:
             return None
@@ -114,11 +115,13 @@ class NodeAffinity:
         return PreFilterResult(frozenset(names))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        if self.added_selector is not None and not self.added_selector.matches(node.labels, node.name):
+        labels = node.labels
+        if self.added_selector is not None and not self.added_selector.matches(labels, node.name):
             return _REJECTED_ENFORCED
-        if not required_node_affinity(pod).matches(node.labels, node.name):
-            return _REJECTED_POD
-        return None
+        matches = state.get(self.name)
+        if matches is None:  # PreFilter disabled
+            matches = required_node_affinity(pod).matches
+        return None if matches(labels, node.name) else _REJECTED_POD
 
     # --- scoring -----------------------------------------------------------------
 
@@ -129,11 +132,11 @@ class NodeAffinity:
             return error(f"parsing preferredDuringSchedulingIgnoredDuringExecution: {e}")
         if not terms and self.added_preferred is None:
             return SKIP
-        state[self.name] = terms
+        state[_PREFERRED_MEMO] = terms
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        terms = state.get(self.name)
+        terms = state.get(_PREFERRED_MEMO)
         if terms is None:  # PreScore disabled
             try:
                 terms = preferred_terms(pod)

@@ -33,6 +33,7 @@ MAX_UTILIZATION = 100
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
 
 _CPU, _MEM, _EPH, _SCALAR = range(4)
+_SCORE_KEY = "NodeResourcesFit/score"
 
 
 # ---------------------------------------------------------------------------
@@ -146,6 +147,36 @@ def ratio_scorer(shape: Sequence[tuple[int, int]]) -> Callable[[list[tuple[int, 
     return score
 
 
+def cpu_memory_scorer(kind: str, wc: int, wm: int) -> Callable[[int, int, int, int], int] | None:
+    """Least/MostAllocated over cpu and memory only, inlined: (alloc cpu, requested cpu,
+    alloc memory, requested memory) -> score. A weight of 0 leaves the resource out."""
+    if kind == LEAST_ALLOCATED:
+        def least(ac: int, rc: int, am: int, rm: int) -> int:
+            total = weights = 0
+            if ac and wc:
+                if rc <= ac:
+                    total += (ac - rc) * MAX_NODE_SCORE // ac * wc
+                weights += wc
+            if am and wm:
+                if rm <= am:
+                    total += (am - rm) * MAX_NODE_SCORE // am * wm
+                weights += wm
+            return total // weights if weights else 0
+        return least
+    if kind == MOST_ALLOCATED:
+        def most(ac: int, rc: int, am: int, rm: int) -> int:
+            total = weights = 0
+            if ac and wc:
+                total += (rc if rc < ac else ac) * MAX_NODE_SCORE // ac * wc
+                weights += wc
+            if am and wm:
+                total += (rm if rm < am else am) * MAX_NODE_SCORE // am * wm
+                weights += wm
+            return total // weights if weights else 0
+        return most
+    return None
+
+
 class ResourceAllocationScorer:
     """What Fit and BalancedAllocation share: the (requested, allocatable) pairs of a node.
 
@@ -156,6 +187,15 @@ class ResourceAllocationScorer:
     def __init__(self, resources: Sequence[tuple[str, int]], use_requested: bool) -> None:
         self.resources = tuple((name, _kind(name), weight) for name, weight in resources)
         self.use_requested = use_requested
+
+    def cpu_memory_weights(self) -> tuple[int, int] | None:
+        """(cpu weight, memory weight) when only cpu and/or memory are configured (0: absent)."""
+        weights = {CPU: 0, MEMORY: 0}
+        for name, _, weight in self.resources:
+            if name not in weights or weights[name]:
+                return None
+            weights[name] = weight
+        return weights[CPU], weights[MEMORY]
 
     def pod_requests(self, pod: PodInfo) -> tuple[tuple[str, int, int, int], ...]:
         """(name, kind, weight, pod request) per configured resource."""
@@ -224,6 +264,8 @@ class NodeResourcesFit:
             raise ValueError(f"scoring strategy {kind} is not supported")
         self.strategy = kind
         self.allocation = ResourceAllocationScorer(resources, use_requested=False)
+        weights = self.allocation.cpu_memory_weights()
+        self._fast = None if weights is None else cpu_memory_scorer(kind, *weights)
 
     # --- filtering ---------------------------------------------------------------
 
@@ -276,12 +318,23 @@ class NodeResourcesFit:
 
     # --- scoring -----------------------------------------------------------------
 
+    def _score_state(self, pod: PodInfo) -> Any:
+        if self._fast is not None:
+            nz = pod.non_zero_requests
+            return (nz.milli_cpu, nz.memory)
+        return self.allocation.pod_requests(pod)
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        state["NodeResourcesFit/score"] = self.allocation.pod_requests(pod)
+        state[_SCORE_KEY] = self._score_state(pod)
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        reqs = state.get("NodeResourcesFit/score")
-        if reqs is None:
-            reqs = self.allocation.pod_requests(pod)
+        reqs = state.get(_SCORE_KEY)
+        if reqs is None:  # PreScore disabled
+            reqs = state[_SCORE_KEY] = self._score_state(pod)
+        fast = self._fast
+        if fast is not None:  # the default: cpu and memory, Least or MostAllocated
+            a = node.allocatable
+            r = node.non_zero_requested
+            return fast(a.milli_cpu, r.milli_cpu + reqs[0], a.memory, r.memory + reqs[1])
         return self._scorer(self.allocation.values(node, reqs))

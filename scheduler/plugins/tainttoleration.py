@@ -9,6 +9,7 @@ gets 100.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, default_normalize, unresolvable
@@ -22,10 +23,27 @@ from scheduler.plugins.helpers import (
 )
 
 _PREFER_KEY = "TaintToleration/prefer"
+_MEMO = "TaintToleration"
+_NONE: tuple[dict[str, Any], ...] = ()
 
 
 def untolerated_taint_reason(taint: dict[str, Any]) -> str:
     return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+
+
+@lru_cache(maxsize=1024)
+def _rejection(key: str, value: str) -> Status:
+    return unresolvable(untolerated_taint_reason({"key": key, "value": value}))
+
+
+def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """(NoSchedule/NoExecute taints, PreferNoSchedule taints) of a node; memoized until it changes."""
+    split = node.memo.get(_MEMO)
+    if split is None:
+        hard = tuple(t for t in node.taints if t.get("effect") in DO_NOT_SCHEDULE_EFFECTS)
+        soft = tuple(t for t in node.taints if t.get("effect") == PREFER_NO_SCHEDULE)
+        split = node.memo[_MEMO] = (hard, soft)
+    return split
 
 
 class TaintToleration:
@@ -43,15 +61,17 @@ class TaintToleration:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        taints = node.taints
-        if not taints:
+        if not node.taints:
+            return None
+        hard = _split_taints(node)[0]
+        if not hard:
             return None
         tolerations = state.get(self.name)
         if tolerations is None:  # PreFilter disabled
             tolerations = tuple(pod.spec.get("tolerations") or ())
-        for taint in taints:
-            if taint.get("effect") in DO_NOT_SCHEDULE_EFFECTS and not tolerations_tolerate_taint(tolerations, taint):
-                return unresolvable(untolerated_taint_reason(taint))
+        for taint in hard:
+            if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
+                return _rejection(taint.get("key") or "", taint.get("value") or "")
         return None
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
@@ -61,17 +81,17 @@ class TaintToleration:
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        taints = node.taints
-        if not taints:
+        if not node.taints:
+            return 0
+        soft = _split_taints(node)[1]
+        if not soft:
             return 0
         tolerations = state.get(_PREFER_KEY)
-        if tolerations is None:
+        if tolerations is None:  # PreScore disabled
             tolerations = tuple(pod.spec.get("tolerations") or ())
-        count = 0
-        for taint in taints:
-            if taint.get("effect") == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, taint):
-                count += 1
-        return count
+        if not tolerations:
+            return len(soft)
+        return sum(1 for taint in soft if not tolerations_tolerate_taint(tolerations, taint))
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores, reverse=True)

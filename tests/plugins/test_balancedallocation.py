@@ -75,3 +75,13 @@ def test_a_node_without_the_resources_scores_full():
 ])
 def test_balanced_score(values, want):
     assert balanced_score(values) == want
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_inlined_cpu_memory_scoring_equals_the_general_formula(seed):
+    from .test_noderesources import random_cluster
+
+    pod, nodes = random_cluster(seed)
+    pl = plugin()
+    reqs = pl.allocation.pod_requests(pod)
+    assert run_score(pl, pod, nodes) == {n.name: balanced_score(pl.allocation.values(n, reqs)) for n in nodes}

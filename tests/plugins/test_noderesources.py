@@ -234,3 +234,31 @@ def test_unknown_strategy_or_missing_shape_is_rejected():
         NodeResourcesFit(strategy("Balanced"), None)
     with pytest.raises(ValueError, match="shape"):
         NodeResourcesFit(strategy("RequestedToCapacityRatio", shape=()), None)
+
+
+def random_cluster(seed: int, n: int = 60):
+    import random
+
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(n):
+        pods = [pod_info(f"p{i}-{j}", requests={k: v for k, v in (
+            ("cpu", f"{rng.randint(0, 3000)}m"), ("memory", f"{rng.randint(0, 6000)}Mi")) if rng.random() < 0.8})
+            for j in range(rng.randint(0, 6))]
+        nodes.append(node_info(f"n{i}", cpu=str(rng.choice([0, 2, 4, 8])), memory=f"{rng.choice([0, 4, 8, 16])}Gi",
+                               pods=pods))
+    pod = pod_info("new", requests={"cpu": f"{rng.randint(1, 4000)}m", "memory": f"{rng.randint(1, 9000)}Mi"})
+    return pod, nodes
+
+
+@pytest.mark.parametrize("kind", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("weights", [(("cpu", 1), ("memory", 1)), (("memory", 5), ("cpu", 2)), (("cpu", 3),)])
+@pytest.mark.parametrize("seed", range(5))
+def test_inlined_cpu_memory_scoring_equals_the_general_path(kind, weights, seed):
+    pod, nodes = random_cluster(seed)
+    pl = NodeResourcesFit(strategy(kind, weights), None)
+    assert pl._fast is not None
+    general = pl._scorer
+    reqs = pl.allocation.pod_requests(pod)
+    got = run_score(pl, pod, nodes)
+    assert got == {n.name: general(pl.allocation.values(n, reqs)) for n in nodes}
