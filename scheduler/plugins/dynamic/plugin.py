@@ -106,11 +106,14 @@ class Dynamic:
 
     name: ClassVar[str] = "Dynamic"
 
-    def __init__(self, args: DynamicArgs, handle: Any, *, source: PrometheusSource | None = None,
+    def __init__(self, args: DynamicArgs | None, handle: Any, *, source: PrometheusSource | None = None,
                  registry: CollectorRegistry = REGISTRY, clock: Callable[[], float] = time.time,
                  hot_clock: Callable[[], float] = time.monotonic) -> None:
         """Load the policy and start fetching. ``source`` (not started or stopped by the plugin),
         ``registry`` and the clocks are for embedding and tests."""
+        if args is None:
+            raise ConfigError(None, "pluginConfig[Dynamic].args",
+                              "the Dynamic plugin needs args (at least promeAddr)")
         if args.missing_data_policy not in (FAIL_OPEN, FAIL_CLOSED):
             raise ConfigError(None, "Dynamic.missingDataPolicy",
                               f"expected {FAIL_OPEN!r} or {FAIL_CLOSED!r}, got {args.missing_data_policy!r}")

@@ -307,13 +307,12 @@ class PrometheusSource:
         examples: list[str] = []
         eval_time = -math.inf
         for series in result:
-            key, sample, problem = self._parse_series(series, fetched_at)
-            if problem:
+            key, sample = self._parse_series(series, fetched_at)
+            if isinstance(sample, str):
                 invalid.add(key)
                 if len(examples) < 3:
-                    examples.append(problem)
+                    examples.append(sample)
                 continue
-            assert sample is not None
             eval_time = max(eval_time, sample.sample_time)
             old = by_key.get(key)
             if old is None or sample.value > old.value:
@@ -331,23 +330,24 @@ class PrometheusSource:
         view = MetricView(metric, by_key, by_host, eval_time, median)
         return view, frozenset(invalid), examples
 
-    def _parse_series(self, series: Any, fetched_at: float) -> tuple[str, Sample | None, str]:
+    def _parse_series(self, series: Any, fetched_at: float) -> tuple[str, Sample | str]:
+        """The series' node key and its sample, or what is wrong with it."""
         labels = series.get("metric") if isinstance(series, dict) else None
         key = labels.get(self._node_label) if isinstance(labels, dict) else None
         if not isinstance(key, str) or not key:
-            return f"<no {self._node_label} label: {labels!r}>", None, \
+            return f"<no {self._node_label} label: {labels!r}>", \
                 f"a series has no {self._node_label!r} label: {labels!r}"
         point = series.get("value")
         try:
             ts, raw = point
             value, sample_time = float(raw), float(ts)
         except (TypeError, ValueError):
-            return key, None, f"{key}: malformed value {point!r}"
+            return key, f"{key}: malformed value {point!r}"
         if not math.isfinite(sample_time):
-            return key, None, f"{key}: malformed timestamp {ts!r}"
+            return key, f"{key}: malformed timestamp {ts!r}"
         if not 0.0 <= value <= 1.0:  # NaN fails this too
-            return key, None, f"{key}={raw} is not a fraction 0..1"
-        return key, Sample(value, sample_time, fetched_at), ""
+            return key, f"{key}={raw} is not a fraction 0..1"
+        return key, Sample(value, sample_time, fetched_at)
 
     def _report_invalid(self, metric: str, invalid: frozenset[str], examples: list[str]) -> None:
         self._metrics.invalid.labels(metric).set(len(invalid))

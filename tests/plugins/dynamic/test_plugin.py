@@ -270,6 +270,8 @@ spec:
 
 
 def test_bad_policy_or_args_fail_the_constructor(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs args"):
+        Dynamic(None, FakeHandle(), registry=CollectorRegistry())
     with pytest.raises(ConfigError) as caught:
         Dynamic(DynamicArgs(prome_addr="http://p:9090", policy_config_path=str(tmp_path / "missing.yaml")),
                 FakeHandle(), registry=CollectorRegistry())

@@ -3,6 +3,7 @@ nodes, odd values, failures of every kind, logging once per change, metrics, thr
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -284,3 +285,21 @@ def test_stop_does_not_wait_for_a_slow_query(fake_prom: FakePrometheus, make_sou
     started = time.monotonic()
     source.stop(timeout=0.2)
     assert time.monotonic() - started < 1.0
+
+
+def test_malformed_series_are_skipped_one_by_one(fake_prom: FakePrometheus, make_source,
+                                                 registry: CollectorRegistry) -> None:
+    result = [
+        {"metric": {"instance": "node-a"}, "value": [12.0, "0.2"]},
+        {"metric": {"instance": "node-b"}, "value": "0.3"},
+        {"metric": {"instance": "node-c"}},
+        {"metric": {"instance": "node-d"}, "value": ["NaN", "0.3"]},
+        {"metric": "instance=node-e", "value": [12.0, "0.1"]},
+        "node-f",
+    ]
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+    fake_prom.scripted["cpu"] = Scripted(200, body)
+    source = make_source()
+    assert source.refresh("cpu")
+    assert set(source.view("cpu").by_key) == {"node-a"}
+    assert sample(registry, "dynamic_scheduler_metric_invalid_series", metric="cpu") == 5
