@@ -14,7 +14,10 @@ Score (crane's ``Dynamic`` priority)
 
 Fresh and missing data
     A value is fresh while ``now ≤ sample time + the metric's period + stale_grace``;
-    a stale value is missing. Missing data never fails a pod by itself unless
+    a stale value is missing. The sample time is the timestamp Prometheus returns
+    (its evaluation time; Prometheus drops series not updated within its 5m
+    lookback), so this is in effect the time since the last successful query,
+    provided the two clocks roughly agree. Missing data never fails a pod by itself unless
     ``missing_data_policy`` is ``FailClosed``:
 
     - ``FailOpen`` (default): the node passes the metric's check (crane does the same).
