@@ -243,10 +243,11 @@ def test_background_threads_refresh_each_period_and_stop_promptly(
     fake_prom.set("mem", ({"instance": "node-a"}, "0.2"))
     source = make_source(periods={"cpu": 0.05, "mem": 3600.0})
     source.start()
-    assert source.wait_refreshed(1, timeout=10)  # both metrics fetched at start
+    deadline = time.monotonic() + 10
+    while source.view("mem").lookup("node-a", "") is None:  # both metrics are fetched at start
+        assert source.wait_refreshed(source.generation, timeout=max(0.0, deadline - time.monotonic()))
 
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.9"))
-    deadline = time.monotonic() + 10
     while source.view("cpu").lookup("node-a", "").value != 0.9:  # type: ignore[union-attr]
         assert source.wait_refreshed(source.generation, timeout=max(0.0, deadline - time.monotonic()))
     assert source.view("mem").lookup("node-a", "").value == 0.2  # type: ignore[union-attr]
