@@ -19,6 +19,7 @@ from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.noderesources import ResourceAllocationScorer, arg_field, resource_specs
 
+_SCORE_KEY = "NodeResourcesBalancedAllocation"
 
 def balanced_score(values: list[tuple[int, int, int]]) -> int:
     """(requested, allocatable, weight) per resource -> ``(1 - std) * 100`` (weights unused)."""
@@ -56,16 +57,16 @@ class NodeResourcesBalancedAllocation:
         st = self._state(pod)
         if st is None:
             return SKIP
-        state[self.name] = st
+        state[_SCORE_KEY] = st
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        st = state.get(self.name)
+        st = state.get(_SCORE_KEY)
         if st is None:  # PreScore disabled
             st = self._state(pod)
             if st is None:
                 return 0
-            state[self.name] = st
+            state[_SCORE_KEY] = st
         if self._cpu_memory:
             a = node.allocatable
             ac, am = a.milli_cpu, a.memory

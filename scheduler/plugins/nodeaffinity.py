@@ -41,6 +41,12 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 _REJECTED_POD = unresolvable(ERR_REASON_POD)
 _REJECTED_ENFORCED = unresolvable(ERR_REASON_ENFORCED)
 _PREFERRED_MEMO = "NodeAffinity/preferred"
+_FILTER_KEY = "NodeAffinity"
+_SCORE_KEY = "NodeAffinity/score"
+
+
+def _zero(labels: Mapping[str, str], name: str) -> int:
+    return 0
 
 
 def _node_affinity(pod: PodInfo) -> Mapping[str, Any]:
@@ -103,7 +109,7 @@ class NodeAffinity:
         required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         if required is None and self.added_selector is None and pod.spec.get("nodeSelector") is None:
             return SKIP
-        state[self.name] = required_node_affinity(pod).matches
+        state[_FILTER_KEY] = required_node_affinity(pod).matches
         terms = (required or {}).get("nodeSelectorTerms") or []
         if not terms:
             return None
@@ -118,34 +124,43 @@ class NodeAffinity:
         labels = node.labels
         if self.added_selector is not None and not self.added_selector.matches(labels, node.name):
             return _REJECTED_ENFORCED
-        matches = state.get(self.name)
+        matches = state.get(_FILTER_KEY)
         if matches is None:  # PreFilter disabled
             matches = required_node_affinity(pod).matches
         return None if matches(labels, node.name) else _REJECTED_POD
 
     # --- scoring -----------------------------------------------------------------
 
+    def _weigher(self, pod: PodInfo) -> Any:
+        """The function summing the pod's matching preferred weights (None: no terms), or
+        SelectorError if a term is invalid."""
+        terms = preferred_terms(pod)
+        weigh = terms.score if terms.terms else None
+        added = self.added_preferred
+        if added is None:
+            return weigh
+        if weigh is None:
+            return added.score
+        return lambda labels, name: weigh(labels, name) + added.score(labels, name)
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         try:
-            terms = preferred_terms(pod)
+            weigh = self._weigher(pod)
         except SelectorError as e:
             return error(f"parsing preferredDuringSchedulingIgnoredDuringExecution: {e}")
-        if not terms and self.added_preferred is None:
+        if weigh is None:
             return SKIP
-        state[_PREFERRED_MEMO] = terms
+        state[_SCORE_KEY] = weigh
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        terms = state.get(_PREFERRED_MEMO)
-        if terms is None:  # PreScore disabled
+        weigh = state.get(_SCORE_KEY)
+        if weigh is None:  # PreScore disabled
             try:
-                terms = preferred_terms(pod)
+                weigh = state[_SCORE_KEY] = self._weigher(pod) or _zero
             except SelectorError:
-                terms = None
-        total = terms.score(node.labels, node.name) if terms else 0
-        if self.added_preferred is not None:
-            total += self.added_preferred.score(node.labels, node.name)
-        return total
+                weigh = state[_SCORE_KEY] = _zero
+        return weigh(node.labels, node.name)
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores)

@@ -18,6 +18,7 @@ WILDCARD_IP = "0.0.0.0"
 
 _REJECTED = unschedulable(ERR_REASON)
 _MEMO = "NodePorts"
+_FILTER_KEY = "NodePorts"
 
 
 def _sanitize(port: HostPort) -> HostPort:
@@ -57,14 +58,14 @@ class NodePorts:
         if not pod.host_ports:
             return SKIP
         wanted = tuple(_sanitize(p) for p in pod.host_ports if p[2] > 0)
-        state[self.name] = (wanted, any(ip == WILDCARD_IP for ip, _, _ in wanted))
+        state[_FILTER_KEY] = (wanted, any(ip == WILDCARD_IP for ip, _, _ in wanted))
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         used = node.used_ports
         if not used:
             return None
-        wanted, wants_wildcard = state.get(self.name) or (tuple(_sanitize(p) for p in pod.host_ports), True)
+        wanted, wants_wildcard = state.get(_FILTER_KEY) or (tuple(_sanitize(p) for p in pod.host_ports), True)
         any_ip = _used_protocol_ports(node) if wants_wildcard else None
         for port in wanted:
             if conflicts(used, port, any_ip):

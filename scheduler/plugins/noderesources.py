@@ -34,6 +34,7 @@ DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
 
 _CPU, _MEM, _EPH, _SCALAR = range(4)
 _SCORE_KEY = "NodeResourcesFit/score"
+_FILTER_KEY = "NodeResourcesFit"
 
 
 # ---------------------------------------------------------------------------
@@ -147,29 +148,52 @@ def ratio_scorer(shape: Sequence[tuple[int, int]]) -> Callable[[list[tuple[int, 
     return score
 
 
-def cpu_memory_scorer(kind: str, wc: int, wm: int) -> Callable[[int, int, int, int], int] | None:
-    """Least/MostAllocated over cpu and memory only, inlined: (alloc cpu, requested cpu,
-    alloc memory, requested memory) -> score. A weight of 0 leaves the resource out."""
+ScoreFn = Callable[[CycleState, PodInfo, NodeInfo], int]
+
+
+def cpu_memory_score_fn(kind: str, wc: int, wm: int, key: str,
+                        pod_requests: Callable[[PodInfo], tuple[int, int]]) -> ScoreFn | None:
+    """Least/MostAllocated over cpu and memory only (the default), as one inlined Score function.
+
+    ``state[key]`` holds the pod's (non-zero milli-cpu, memory); a weight of 0
+    leaves that resource out. None for other strategies.
+    """
     if kind == LEAST_ALLOCATED:
-        def least(ac: int, rc: int, am: int, rm: int) -> int:
+        def least(state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            reqs = state.get(key)
+            if reqs is None:  # PreScore disabled
+                reqs = state[key] = pod_requests(pod)
+            a = node.allocatable
+            r = node.non_zero_requested
+            ac, am = a.milli_cpu, a.memory
             total = weights = 0
             if ac and wc:
+                rc = r.milli_cpu + reqs[0]
                 if rc <= ac:
                     total += (ac - rc) * MAX_NODE_SCORE // ac * wc
                 weights += wc
             if am and wm:
+                rm = r.memory + reqs[1]
                 if rm <= am:
                     total += (am - rm) * MAX_NODE_SCORE // am * wm
                 weights += wm
             return total // weights if weights else 0
         return least
     if kind == MOST_ALLOCATED:
-        def most(ac: int, rc: int, am: int, rm: int) -> int:
+        def most(state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+            reqs = state.get(key)
+            if reqs is None:
+                reqs = state[key] = pod_requests(pod)
+            a = node.allocatable
+            r = node.non_zero_requested
+            ac, am = a.milli_cpu, a.memory
             total = weights = 0
             if ac and wc:
+                rc = r.milli_cpu + reqs[0]
                 total += (rc if rc < ac else ac) * MAX_NODE_SCORE // ac * wc
                 weights += wc
             if am and wm:
+                rm = r.memory + reqs[1]
                 total += (rm if rm < am else am) * MAX_NODE_SCORE // am * wm
                 weights += wm
             return total // weights if weights else 0
@@ -241,6 +265,11 @@ class ResourceAllocationScorer:
 # The plugin
 
 
+def _non_zero_cpu_memory(pod: PodInfo) -> tuple[int, int]:
+    nz = pod.non_zero_requests
+    return (nz.milli_cpu, nz.memory)
+
+
 class NodeResourcesFit:
     name: ClassVar[str] = "NodeResourcesFit"
 
@@ -265,7 +294,11 @@ class NodeResourcesFit:
         self.strategy = kind
         self.allocation = ResourceAllocationScorer(resources, use_requested=False)
         weights = self.allocation.cpu_memory_weights()
-        self._fast = None if weights is None else cpu_memory_scorer(kind, *weights)
+        self._inlined = None if weights is None else cpu_memory_score_fn(
+            kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
+        if self._inlined is not None:
+            # The default configuration: Score is one inlined function (it runs for every node).
+            self.score = self._inlined  # type: ignore[method-assign]
 
     # --- filtering ---------------------------------------------------------------
 
@@ -281,13 +314,13 @@ class NodeResourcesFit:
         return (req.milli_cpu, req.memory, req.ephemeral_storage, scalars)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
-        state[self.name] = self._wanted(pod)
+        state[_FILTER_KEY] = self._wanted(pod)
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        want = state.get(self.name)
+        want = state.get(_FILTER_KEY)
         if want is None:  # PreFilter disabled
-            want = state[self.name] = self._wanted(pod)
+            want = state[_FILTER_KEY] = self._wanted(pod)
         cpu, mem, eph, scalars = want
         alloc = node.allocatable
         reasons: list[str] | None = None
@@ -318,23 +351,14 @@ class NodeResourcesFit:
 
     # --- scoring -----------------------------------------------------------------
 
-    def _score_state(self, pod: PodInfo) -> Any:
-        if self._fast is not None:
-            nz = pod.non_zero_requests
-            return (nz.milli_cpu, nz.memory)
-        return self.allocation.pod_requests(pod)
-
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        state[_SCORE_KEY] = self._score_state(pod)
+        state[_SCORE_KEY] = (_non_zero_cpu_memory(pod) if self._inlined is not None
+                             else self.allocation.pod_requests(pod))
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """The general path; the default configuration replaces it with an inlined function."""
         reqs = state.get(_SCORE_KEY)
         if reqs is None:  # PreScore disabled
-            reqs = state[_SCORE_KEY] = self._score_state(pod)
-        fast = self._fast
-        if fast is not None:  # the default: cpu and memory, Least or MostAllocated
-            a = node.allocatable
-            r = node.non_zero_requested
-            return fast(a.milli_cpu, r.milli_cpu + reqs[0], a.memory, r.memory + reqs[1])
+            reqs = state[_SCORE_KEY] = self.allocation.pod_requests(pod)
         return self._scorer(self.allocation.values(node, reqs))

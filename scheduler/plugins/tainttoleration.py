@@ -23,6 +23,7 @@ from scheduler.plugins.helpers import (
 )
 
 _PREFER_KEY = "TaintToleration/prefer"
+_FILTER_KEY = "TaintToleration"
 _MEMO = "TaintToleration"
 _NONE: tuple[dict[str, Any], ...] = ()
 
@@ -57,7 +58,7 @@ class TaintToleration:
         # A toleration with operator Exists and no key or effect tolerates every taint.
         if tolerations and tolerates_everything(tolerations):
             return SKIP
-        state[self.name] = tuple(tolerations)
+        state[_FILTER_KEY] = tuple(tolerations)
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -66,7 +67,7 @@ class TaintToleration:
         hard = _split_taints(node)[0]
         if not hard:
             return None
-        tolerations = state.get(self.name)
+        tolerations = state.get(_FILTER_KEY)
         if tolerations is None:  # PreFilter disabled
             tolerations = tuple(pod.spec.get("tolerations") or ())
         for taint in hard:

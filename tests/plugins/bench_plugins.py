@@ -15,6 +15,7 @@ machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import sys
@@ -58,20 +59,20 @@ def make_nodes(n: int, rng: random.Random) -> list:
     return nodes
 
 
-def plain_pod() -> dict:
-    return make_pod("plain", cpu="250m", memory="512Mi")
+def plain_pod(shape: int = 0) -> dict:
+    return make_pod("plain", cpu=f"{250 + shape}m", memory="512Mi")
 
 
-def rich_pod() -> dict:
+def rich_pod(shape: int = 0) -> dict:
     affinity = {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES},
-            {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["t3.micro"]}]}]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": [f"t3.micro{shape}"]}]}]},
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},
-            {"weight": 5, "preference": {"matchExpressions": [
+            {"weight": 5 + shape % 50, "preference": {"matchExpressions": [
                 {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.2xlarge"]}]}}]}}
-    return make_pod("rich", containers=[container(cpu="500m", memory="1Gi", ports=[host_port(8080)])],
+    return make_pod("rich", containers=[container(cpu=f"{500 + shape}m", memory="1Gi", ports=[host_port(8080)])],
                     node_selector={"kubernetes.io/os": "linux"}, affinity=affinity,
                     tolerations=[toleration("spot", "true", "PreferNoSchedule"),
                                  toleration("node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute")])
@@ -105,10 +106,6 @@ def time_score(plugin, pod_dict: dict, nodes: list, snapshot) -> float:
     return time.process_time() - t0
 
 
-def best(fn: Callable[[], float], repeat: int) -> float:
-    return min(fn() for _ in range(repeat))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -118,26 +115,33 @@ def main() -> None:
     rng = random.Random(42)
     nodes = make_nodes(args.nodes, rng)
     snapshot = FakeSnapshot(nodes)
-    pods = {"plain": plain_pod(), "rich": rich_pod()}
+    shapes = itertools.count(1)
+    # "replica": every cycle schedules a pod of the same shape (a Deployment's
+    # replicas); "unique": every cycle a pod of a shape not seen before.
+    pods: dict[str, Callable[[], dict]] = {
+        "plain replica": plain_pod, "rich replica": rich_pod,
+        "plain unique": lambda: plain_pod(next(shapes)), "rich unique": lambda: rich_pod(next(shapes)),
+    }
     out = sys.stdout
-    out.write(f"{args.nodes} nodes, best of {args.repeat}; microseconds per node\n")
-    out.write(f"{'plugin':34} {'filter plain':>12} {'filter rich':>12} {'score plain':>12} {'score rich':>12}\n")
-    totals = [0.0, 0.0, 0.0, 0.0]
-    for name in PLUGINS:
-        plugin = build_plugin(name, None, None)
-        row = []
-        for timer in (time_filter, time_score):
-            for pod_name in ("plain", "rich"):
-                if not hasattr(plugin, "filter" if timer is time_filter else "score"):
-                    row.append(None)
-                    continue
-                row.append(best(lambda t=timer, p=pod_name, pl=plugin: t(pl, pods[p], nodes, snapshot),
-                                args.repeat) / len(nodes) * 1e6)
-        for i, v in enumerate(row):
-            totals[i] += v or 0.0
-        cells = " ".join(f"{'-':>12}" if v is None else f"{v:12.3f}" for v in row)
-        out.write(f"{name:34} {cells}\n")
-    out.write(f"{'total':34} " + " ".join(f"{v:12.3f}" for v in totals) + "\n")
+    out.write(f"{args.nodes} nodes, best of {args.repeat} cycles; CPU microseconds per node\n")
+    header = "".join(f"{k:>14}" for k in pods)
+    totals: dict[str, list[float]] = {}
+    for point, timer, method in (("Filter", time_filter, "filter"), ("Score", time_score, "score")):
+        out.write(f"\n{'PreFilter+Filter' if point == 'Filter' else 'PreScore+Score+Normalize':34}{header}\n")
+        sums = totals[point] = [0.0] * len(pods)
+        for name in PLUGINS:
+            plugin = build_plugin(name, None, None)
+            if not hasattr(plugin, method):
+                continue
+            row = []
+            for i, make in enumerate(pods.values()):
+                v = min(timer(plugin, make(), nodes, snapshot) for _ in range(args.repeat)) / len(nodes) * 1e6
+                row.append(v)
+                sums[i] += v
+            out.write(f"{name:34}" + "".join(f"{v:14.3f}" for v in row) + "\n")
+        out.write(f"{'total':34}" + "".join(f"{v:14.3f}" for v in sums) + "\n")
+    both = [f + s for f, s in zip(totals["Filter"], totals["Score"], strict=True)]
+    out.write(f"\n{'filter + score':34}" + "".join(f"{v:14.3f}" for v in both) + "\n")
 
 
 if __name__ == "__main__":

@@ -85,3 +85,13 @@ def test_inlined_cpu_memory_scoring_equals_the_general_formula(seed):
     pl = plugin()
     reqs = pl.allocation.pod_requests(pod)
     assert run_score(pl, pod, nodes) == {n.name: balanced_score(pl.allocation.values(n, reqs)) for n in nodes}
+
+
+def test_scores_follow_node_changes():
+    pl = plugin()
+    node = node_info("n", cpu="4", memory="10Gi")
+    replica = {"requests": {"cpu": "1", "memory": "5Gi"}}
+    # 0.25 vs 0.5 -> 87; after one replica lands: 0.5 vs 1.0 -> 75
+    assert run_score(pl, pod_info("r1", **replica), [node]) == {"n": 87}
+    node.add_pod(pod_info("r1", node_name="n", **replica))
+    assert run_score(pl, pod_info("r2", **replica), [node]) == {"n": 75}

@@ -214,3 +214,36 @@ def test_invalid_preferred_term_fails_prescore():
     pod = pod_info(affinity=preferred((1, term(req("foo", "Gt", "not-a-number")))))
     st = plugin().pre_score(CycleState(), pod, NODES)
     assert st is not None and st.code == Code.ERROR
+
+
+def test_verdicts_follow_node_label_changes():
+    from .builders import make_node
+
+    pl = plugin()
+    pod_spec = {"node_selector": {"disk": "ssd"},
+                "affinity": preferred((1, term(req("zone", "In", "a"))))}
+    node = node_info("n1", labels={"disk": "hdd", "zone": "b"})
+    other = node_info("n2", labels={"zone": "b"})
+    assert run_filter(pl, pod_info(**pod_spec), [node])["n1"] is not None
+    assert run_score(pl, pod_info(**pod_spec), [node, other]) == {"n1": 0, "n2": 0}
+    node.set_node(make_node("n1", labels={"disk": "ssd", "zone": "a"}))
+    assert run_filter(pl, pod_info(**pod_spec), [node])["n1"] is None
+    assert run_score(pl, pod_info(**pod_spec), [node, other]) == {"n1": 100, "n2": 0}
+
+
+def test_plugins_with_different_added_affinity_keep_their_own_verdicts():
+    node = node_info("n1", labels={"zone": "bar"})
+    pod = pod_info(node_selector={"zone": "bar"})
+    assert check(pod, {"zone": "bar"}, pl=plugin()) is None
+    assert run_filter(plugin(ADDED), pod, [node])["n1"].reasons == (ENFORCED_REASON,)
+    assert run_filter(plugin(), pod, [node])["n1"] is None
+
+
+def test_score_without_prescore_gives_the_raw_weights():
+    pl = plugin({"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 3, "preference": term(req("az", "In", "az1"))}]})
+    pod = pod_info(affinity=preferred((1, term(req("foo", "In", "bar")))))
+    state = CycleState()
+    assert {n.name: pl.score(state, pod, n) for n in NODES} == {"node1": 1, "node2": 0, "node3": 3, "node5": 4}
+    assert {n.name: plugin().score(CycleState(), pod_info(), n) for n in NODES} == dict.fromkeys(
+        ["node1", "node2", "node3", "node5"], 0)

@@ -257,8 +257,40 @@ def random_cluster(seed: int, n: int = 60):
 def test_inlined_cpu_memory_scoring_equals_the_general_path(kind, weights, seed):
     pod, nodes = random_cluster(seed)
     pl = NodeResourcesFit(strategy(kind, weights), None)
-    assert pl._fast is not None
+    assert pl._inlined is not None
     general = pl._scorer
     reqs = pl.allocation.pod_requests(pod)
     got = run_score(pl, pod, nodes)
     assert got == {n.name: general(pl.allocation.values(n, reqs)) for n in nodes}
+
+
+# ---------------------------------------------------------------------------
+# Replicas of one shape, one after the other
+
+
+def test_verdicts_follow_node_changes():
+    pl = NodeResourcesFit(None, None)
+    node = node_info("n", cpu="2", memory="4Gi")
+    replica = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    assert run_filter(pl, pod_info("r1", **replica), [node])["n"] is None
+    before = run_score(pl, pod_info("r1", **replica), [node])["n"]
+    node.add_pod(pod_info("r1", node_name="n", **replica))
+    # the same shape again, on the changed node
+    assert run_filter(pl, pod_info("r2", **replica), [node])["n"] is None
+    after = run_score(pl, pod_info("r2", **replica), [node])["n"]
+    assert after < before
+    node.add_pod(pod_info("r2", node_name="n", **replica))
+    assert run_filter(pl, pod_info("r3", **replica), [node])["n"].reasons == ("Insufficient cpu",)
+
+
+def test_plugins_configured_differently_keep_their_own_verdicts():
+    node = node_info("n", cpu="2", memory="4Gi")
+    pod = pod_info(requests={"example.com/x": "1"})
+    strict = NodeResourcesFit(None, None)
+    lenient = NodeResourcesFit(NodeResourcesFitArgs(ignored_resource_groups=("example.com",)), None)
+    assert run_filter(strict, pod, [node])["n"] is not None
+    assert run_filter(lenient, pod, [node])["n"] is None
+    assert run_filter(strict, pod, [node])["n"] is not None
+    least = run_score(NodeResourcesFit(strategy("LeastAllocated"), None), POD_3CPU_5GI, [TWO_NODES[0]])
+    most = run_score(NodeResourcesFit(strategy("MostAllocated"), None), POD_3CPU_5GI, [TWO_NODES[0]])
+    assert (least, most) == ({"small": 37}, {"small": 62})
