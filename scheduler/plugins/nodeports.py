@@ -65,7 +65,10 @@ class NodePorts:
         used = node.used_ports
         if not used:
             return None
-        wanted, wants_wildcard = state.get(_FILTER_KEY) or (tuple(_sanitize(p) for p in pod.host_ports), True)
+        st = state.get(_FILTER_KEY)
+        if st is None:  # PreFilter disabled
+            st = state[_FILTER_KEY] = (tuple(_sanitize(p) for p in pod.host_ports if p[2] > 0), True)
+        wanted, wants_wildcard = st
         any_ip = _used_protocol_ports(node) if wants_wildcard else None
         for port in wanted:
             if conflicts(used, port, any_ip):

@@ -69,7 +69,7 @@ class TaintToleration:
             return None
         tolerations = state.get(_FILTER_KEY)
         if tolerations is None:  # PreFilter disabled
-            tolerations = tuple(pod.spec.get("tolerations") or ())
+            tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
         for taint in hard:
             if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
                 return _rejection(taint.get("key") or "", taint.get("value") or "")
@@ -89,7 +89,7 @@ class TaintToleration:
             return 0
         tolerations = state.get(_PREFER_KEY)
         if tolerations is None:  # PreScore disabled
-            tolerations = tuple(pod.spec.get("tolerations") or ())
+            tolerations = state[_PREFER_KEY] = tuple(pod.spec.get("tolerations") or ())
         if not tolerations:
             return len(soft)
         return sum(1 for taint in soft if not tolerations_tolerate_taint(tolerations, taint))

@@ -89,3 +89,10 @@ def test_two_pods_sharing_a_port_keep_it_used_until_both_leave():
     assert not fits_pod(ports_pod("TCP/10.0.0.1/80"), node)
     node.remove_pod(uids[1])
     assert fits_pod(ports_pod("TCP/10.0.0.1/80"), node)
+
+
+def test_filter_runs_without_prefilter():
+    node = node_info("n1", pods=[ports_pod("TCP/127.0.0.1/8001", name="existing")])
+    pl = NodePorts(None, None)
+    assert pl.filter(CycleState(), ports_pod("TCP/0.0.0.0/8001"), node).reasons == (REASON,)
+    assert pl.filter(CycleState(), ports_pod("TCP/127.0.0.2/8001"), node) is None

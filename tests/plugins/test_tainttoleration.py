@@ -120,3 +120,11 @@ def test_score_without_tolerations_favours_untainted_nodes():
     got = scores([], [node_info("clean"), node_info("tainted", taints=[taint("cpu-type", "arm64",
                                                                               "PreferNoSchedule")])])
     assert got == {"clean": 100, "tainted": 0}
+
+
+def test_score_runs_without_prescore():
+    pl = TaintToleration(None, None)
+    pod = pod_info(tolerations=[toleration("a", "1", "PreferNoSchedule")])
+    node = node_info("n", taints=[taint("a", "1", "PreferNoSchedule"), taint("b", "2", "PreferNoSchedule"),
+                                  taint("c", "3", "NoSchedule")])
+    assert pl.score(CycleState(), pod, node) == 1
