@@ -27,6 +27,7 @@ __all__ = [
     "NO_EXECUTE",
     "PREFER_NO_SCHEDULE",
     "DO_NOT_SCHEDULE_EFFECTS",
+    "METADATA_NAME",
     "LabelSelector",
     "NodeSelector",
     "PreferredTerms",
@@ -38,9 +39,13 @@ __all__ = [
     "find_untolerated_taint",
     "match_label_selector",
     "match_node_selector_terms",
+    "parse_int64",
     "required_node_affinity",
     "tolerates",
+    "tolerates_everything",
     "tolerations_tolerate_taint",
+    "valid_label_key",
+    "valid_label_value",
 ]
 
 NO_SCHEDULE = "NoSchedule"
