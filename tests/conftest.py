@@ -1,0 +1,21 @@
+"""Shared test setup: the private API server for tests marked ``apiserver``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.apiserver import apiserver, current  # noqa: F401 - registers the session fixture
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    """When a test that used the API server fails, show the end of the etcd/kube-apiserver logs."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and "apiserver" in getattr(item, "fixturenames", ()):
+        cp = current()
+        if cp is not None:
+            rep.sections.append(("API server logs", cp.log_tails()))
