@@ -1,0 +1,443 @@
+"""List + watch one resource into a thread-safe store of raw dicts, with handlers.
+
+An :class:`Informer` does what client-go's reflector + informer do, minus
+model types: objects stay the JSON dicts the API server sent (parsing them
+into ``kubernetes.client`` models costs far more than the watch itself).
+
+Why not ``kubernetes.watch.Watch`` or ``kubernetes.informer.SharedInformer``
+(36.x)? ``Watch.stream`` retries a 410 once then raises, disables that retry
+when ``timeout_seconds`` is set, and with ``deserialize=False`` it neither
+tracks the resourceVersion nor survives an ERROR event (it reads a
+``raw_object`` key that only the deserializing path adds). ``SharedInformer``
+parses models and sets neither bookmarks, pagination nor a client timeout. So
+the loop below streams the watch response itself: a few lines of
+``json.loads`` per event over ``call_api(..., _preload_content=False)``.
+
+The loop:
+
+1. list in pages (``limit``/``continue``), replace the store and deliver the
+   difference to the handlers (adds, updates whose resourceVersion changed,
+   and deletes of objects that vanished while we were not watching);
+2. watch from the list's resourceVersion with ``allowWatchBookmarks``, a
+   server ``timeoutSeconds`` and a client read timeout, recording the RV of
+   every event and bookmark; when the server ends the watch, watch again from
+   the last RV; when the connection fails, back off and watch again from the
+   last RV;
+3. on 410 Gone (as an HTTP status or an ERROR event) relist at once; on any
+   other ERROR event or list failure, back off and relist.
+
+Handlers run on the informer's thread, in event order; an exception in one is
+logged with the object's key and does not stop the informer. Handlers and
+readers of the store get the stored dicts themselves: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.client import api_request
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where to list and watch a resource (cluster-wide), and which objects to keep."""
+
+    plural: str
+    path: str
+    """The collection's URL path, e.g. ``/api/v1/pods``."""
+    namespaced: bool
+    field_selector: str | None = None
+    label_selector: str | None = None
+
+    def in_namespace(self, namespace: str) -> Resource:
+        if not self.namespaced:
+            raise ValueError(f"{self.plural} are not namespaced")
+        prefix, _, _ = self.path.rpartition("/")
+        return Resource(self.plural, f"{prefix}/namespaces/{namespace}/{self.plural}", True,
+                        self.field_selector, self.label_selector)
+
+
+# kube-scheduler watches all pods except terminal ones (scheduler.go, NewInformerFactory).
+PODS = Resource("pods", "/api/v1/pods", True, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+NODES = Resource("nodes", "/api/v1/nodes", False)
+NAMESPACES = Resource("namespaces", "/api/v1/namespaces", False)
+PERSISTENT_VOLUME_CLAIMS = Resource("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", True)
+PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", False)
+STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
+CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
+
+RESOURCES = {r.plural: r for r in (PODS, NODES, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES,
+                                   STORAGE_CLASSES, CSI_NODES)}
+
+
+def object_key(obj: Obj) -> str:
+    """``namespace/name``, or ``name`` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc)."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else meta["name"]
+
+
+class ObjectStore:
+    """The informer's store: key → raw object. Implements ``scheduler.core.framework.Store``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, Obj] = {}
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def list(self) -> list[Obj]:
+        with self._lock:
+            return list(self._items.values())
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def _set(self, key: str, obj: Obj) -> Obj | None:
+        with self._lock:
+            old = self._items.get(key)
+            self._items[key] = obj
+            return old
+
+    def _pop(self, key: str) -> Obj | None:
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def _replace(self, items: dict[str, Obj]) -> dict[str, Obj]:
+        with self._lock:
+            old, self._items = self._items, items
+            return old
+
+
+@dataclass
+class Handlers:
+    on_add: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    on_delete: Callable[[Obj], None] | None = None
+
+
+@dataclass
+class InformerStats:
+    """Counters for logs, metrics and tests."""
+
+    lists: int = 0
+    watches: int = 0
+    expired: int = 0
+    """410 Gone answers (each one causes a relist)."""
+    watch_errors: int = 0
+    """Watches that ended with a connection error, a read timeout or an ERROR event other than 410."""
+    events: int = 0
+    bookmarks: int = 0
+    handler_errors: int = 0
+    last_error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _ExpiredError(Exception):
+    """410 Gone: the resourceVersion is too old; relist."""
+
+
+class _WatchError(Exception):
+    """An ERROR event other than 410; relist after a backoff."""
+
+
+class Informer:
+    """List+watch ``resource`` into :attr:`store`, calling the handlers.
+
+    ``watch_timeout`` is the server-side ``timeoutSeconds`` (randomised up to
+    twice that, as client-go's reflector does, so watches don't all end
+    together); ``read_timeout`` is the longest the client waits for any byte
+    on a watch before it calls the connection dead and watches again. The API
+    server sends a bookmark at least once a minute to watchers that allow
+    them, and one shortly before ``timeoutSeconds`` ends, so ``read_timeout``
+    should exceed ``min(watch_timeout, 60)``.
+    """
+
+    def __init__(self, api_client: ApiClient, resource: Resource, *, name: str | None = None,
+                 page_size: int = 500, watch_timeout: int = 300, read_timeout: float = 90.0,
+                 connect_timeout: float = 5.0, list_timeout: float = 60.0,
+                 backoff: tuple[float, float] = (0.8, 30.0)) -> None:
+        self.api = api_client
+        self.resource = resource
+        self.name = name or resource.plural
+        self.store = ObjectStore()
+        self.stats = InformerStats()
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self.list_timeout = list_timeout
+        self.backoff = backoff
+        self._handlers: list[Handlers] = []
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp_lock = threading.Lock()
+        self._resp: Any = None
+        self._progress = False
+        self.resource_version: str | None = None
+        """The last resourceVersion seen (list, event or bookmark)."""
+        self.bookmark_resource_version: str | None = None
+
+    # --- public API -------------------------------------------------------------------
+
+    def add_handlers(self, on_add: Callable[[Obj], None] | None = None,
+                     on_update: Callable[[Obj, Obj], None] | None = None,
+                     on_delete: Callable[[Obj], None] | None = None) -> None:
+        """Register handlers; do it before :meth:`start` (handlers added later miss the initial adds)."""
+        self._handlers.append(Handlers(on_add, on_update, on_delete))
+
+    def start(self) -> Informer:
+        if self._thread is not None:
+            raise RuntimeError(f"informer {self.name} already started")
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def has_synced(self) -> bool:
+        """True once the first list has been delivered to the handlers."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop and wait (up to ``timeout``) for the thread; an open watch is cut at once."""
+        self._stop.set()
+        self._abort_response()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._list_and_replace()
+                    self._synced.set()
+                    failures = 0
+                rv = self._watch(rv)
+                failures = 0
+            except _ExpiredError as e:
+                self.stats.expired += 1
+                logger.info("Watch expired, relisting", extra=kv(informer=self.name, rv=rv, err=str(e)))
+                rv = None
+            except Exception as e:  # noqa: BLE001 - the informer must survive anything
+                if self._stop.is_set():
+                    break
+                failures = 1 if self._progress else failures + 1
+                # A broken connection or a 429 resumes from the last RV; an
+                # ERROR event or another API error starts again from a list.
+                relist = rv is None or isinstance(e, _WatchError) or (
+                    isinstance(e, ApiException) and e.status != 429)
+                self.stats.watch_errors += 1
+                self.stats.last_error = f"{type(e).__name__}: {e}"
+                delay = min(self.backoff[1], self.backoff[0] * 2 ** (failures - 1)) * (0.5 + random.random())
+                logger.warning("Watch or list failed; retrying", extra=kv(
+                    informer=self.name, err=self.stats.last_error.splitlines()[0][:300],
+                    relist=relist, retryIn=round(delay, 2)))
+                if relist:
+                    rv = None
+                self._stop.wait(delay)
+        logger.log(V(2), "Informer stopped", extra=kv(informer=self.name))
+
+    def _query(self, **params: Any) -> list[tuple[str, Any]]:
+        q: list[tuple[str, Any]] = []
+        if self.resource.field_selector:
+            q.append(("fieldSelector", self.resource.field_selector))
+        if self.resource.label_selector:
+            q.append(("labelSelector", self.resource.label_selector))
+        q.extend((k, v) for k, v in params.items() if v is not None)
+        return q
+
+    def _list_and_replace(self) -> str:
+        items: dict[str, Obj] = {}
+        cont: str | None = None
+        rv = ""
+        while True:
+            try:
+                page = api_request(self.api, "GET", self.resource.path,
+                                   query=self._query(limit=self.page_size, **{"continue": cont}),
+                                   timeout=(self.connect_timeout, self.list_timeout))
+            except ApiException as e:
+                if e.status == 410 and cont:
+                    # The continue token expired mid-list: start over.
+                    logger.info("List continue token expired; listing again", extra=kv(informer=self.name))
+                    items, cont = {}, None
+                    continue
+                raise
+            for obj in page.get("items") or ():
+                items[object_key(obj)] = obj
+            meta = page.get("metadata") or {}
+            rv = meta.get("resourceVersion") or rv
+            cont = meta.get("continue")
+            if not cont or self._stop.is_set():
+                break
+        self.stats.lists += 1
+        self.resource_version = rv
+        old = self.store._replace(items)
+        adds = updates = deletes = 0
+        for key, obj in items.items():
+            prev = old.pop(key, None)
+            if prev is None:
+                adds += 1
+                self._dispatch("add", key, obj)
+            elif prev["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                updates += 1
+                self._dispatch("update", key, obj, prev)
+        for key, prev in old.items():  # gone while we were not watching
+            deletes += 1
+            self._dispatch("delete", key, prev)
+        logger.log(V(2), "Listed", extra=kv(informer=self.name, items=len(items), rv=rv, added=adds,
+                                           updated=updates, deleted=deletes))
+        return rv
+
+    def _watch(self, rv: str) -> str:
+        self._progress = False
+        timeout = int(self.watch_timeout * (1 + random.random()))
+        query = self._query(watch="true", resourceVersion=rv, allowWatchBookmarks="true",
+                            timeoutSeconds=timeout)
+        try:
+            resp = self.api.call_api(self.resource.path, "GET", query_params=query,
+                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                     _preload_content=False,
+                                     _request_timeout=(self.connect_timeout, self.read_timeout))
+        except ApiException as e:
+            if e.status == 410:
+                raise _ExpiredError(f"{e.reason}: watch from {rv}") from e
+            raise
+        self.stats.watches += 1
+        with self._resp_lock:
+            self._resp = resp
+        if self._stop.is_set():
+            self._abort_response()
+        logger.log(V(4), "Watching", extra=kv(informer=self.name, rv=rv, timeoutSeconds=timeout))
+        clean = False
+        try:
+            for line in _lines(resp):
+                rv = self._handle_event(json.loads(line), rv)
+                self._progress = True
+                if self._stop.is_set():
+                    return rv
+            clean = True
+        except Exception:
+            if self._stop.is_set():
+                return rv
+            raise
+        finally:
+            with self._resp_lock:
+                self._resp = None
+            if not clean:
+                resp.close()  # a half-read stream can't go back to the pool as is
+            resp.release_conn()
+        return rv
+
+    def _handle_event(self, ev: Obj, rv: str) -> str:
+        typ = ev.get("type")
+        obj = ev.get("object") or {}
+        if typ == "ERROR":
+            code = obj.get("code")
+            msg = f"{obj.get('reason')}: {obj.get('message')}"
+            if code == 410:
+                raise _ExpiredError(msg)
+            raise _WatchError(f"watch ERROR event {code} {msg}")
+        new_rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+        if typ == "BOOKMARK":
+            self.stats.bookmarks += 1
+            self.bookmark_resource_version = new_rv
+            self.resource_version = new_rv
+            return new_rv
+        self.stats.events += 1
+        key = object_key(obj)
+        if typ == "ADDED" or typ == "MODIFIED":
+            old = self.store._set(key, obj)
+            if old is None:
+                self._dispatch("add", key, obj)
+            else:
+                self._dispatch("update", key, obj, old)
+        elif typ == "DELETED":
+            self.store._pop(key)
+            self._dispatch("delete", key, obj)
+        else:
+            logger.warning("Unknown watch event type", extra=kv(informer=self.name, type=typ))
+        self.resource_version = new_rv
+        return new_rv
+
+    def _dispatch(self, what: str, key: str, obj: Obj, old: Obj | None = None) -> None:
+        for h in self._handlers:
+            try:
+                if what == "add" and h.on_add:
+                    h.on_add(obj)
+                elif what == "update" and h.on_update:
+                    h.on_update(old, obj)  # type: ignore[arg-type]
+                elif what == "delete" and h.on_delete:
+                    h.on_delete(obj)
+            except Exception:
+                self.stats.handler_errors += 1
+                logger.exception("Event handler failed", extra=kv(informer=self.name, event=what, object=key))
+
+    def _abort_response(self) -> None:
+        """Unblock a read on the open watch by shutting its socket down (close() would wait on
+        the SSL lock the blocked reader holds)."""
+        with self._resp_lock:
+            resp = self._resp
+        if resp is None:
+            return
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _lines(resp: Any) -> Iterator[bytes]:
+    """Newline-delimited JSON from a streaming response, one event per line, as each chunk arrives."""
+    buf = b""
+    for chunk in resp.stream(None, decode_content=True):
+        if not chunk:
+            continue
+        buf += chunk
+        if b"\n" not in buf:
+            continue
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line:
+                yield line
+    if buf.strip():
+        yield buf
+
+
+def wait_for_sync(informers: list[Informer], timeout: float) -> bool:
+    """Wait until every informer has synced, within one overall deadline."""
+    deadline = time.monotonic() + timeout
+    return all(i.wait_for_sync(max(0.0, deadline - time.monotonic())) for i in informers)

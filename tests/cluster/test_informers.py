@@ -1,0 +1,204 @@
+"""scheduler.cluster.informers against a real API server."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.cluster.client import ClientOptions, api_request, new_api_client
+from scheduler.cluster.informers import NODES, PODS, Informer, object_key
+from tests.apiserver import ControlPlane, free_port
+from tests.cluster.netproxy import TCPProxy
+from tests.cluster.util import make_node, make_pod, wait_until
+
+pytestmark = pytest.mark.apiserver
+
+
+class Recorder:
+    """Handlers that record what they see for one namespace."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        self.ns = namespace
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, str, Any]] = []
+
+    def _mine(self, obj: dict[str, Any]) -> bool:
+        return self.ns is None or obj["metadata"].get("namespace") == self.ns
+
+    def add(self, obj: dict[str, Any]) -> None:
+        if self._mine(obj):
+            with self.lock:
+                self.seen.append(("add", object_key(obj), obj))
+
+    def update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        if self._mine(new):
+            with self.lock:
+                self.seen.append(("update", object_key(new), (old, new)))
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        if self._mine(obj):
+            with self.lock:
+                self.seen.append(("delete", object_key(obj), obj))
+
+    def of(self, kind: str, key: str) -> list[Any]:
+        with self.lock:
+            return [o for k, kk, o in self.seen if k == kind and kk == key]
+
+
+def informer(api, resource=PODS, rec: Recorder | None = None, **kw: Any) -> Informer:
+    inf = Informer(api, resource, **kw)
+    if rec is not None:
+        inf.add_handlers(rec.add, rec.update, rec.delete)
+    return inf.start()
+
+
+def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) -> None:
+    before = make_pod(admin, namespace)
+    rec = Recorder(namespace)
+    inf = informer(admin, rec=rec, page_size=2)  # pages: exercise limit/continue
+    try:
+        assert inf.wait_for_sync(10)
+        k0 = f"{namespace}/{before['metadata']['name']}"
+        assert rec.of("add", k0) and inf.store.get(k0)["metadata"]["uid"] == before["metadata"]["uid"]
+
+        pod = make_pod(admin, namespace)
+        key = f"{namespace}/{pod['metadata']['name']}"
+        wait_until(lambda: rec.of("add", key), 5, "add")
+        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                    body={"metadata": {"labels": {"x": "1"}}}, content_type="application/merge-patch+json")
+        old, new = wait_until(lambda: rec.of("update", key), 5, "update")[0]
+        assert "x" not in (old["metadata"].get("labels") or {}) and new["metadata"]["labels"]["x"] == "1"
+        assert inf.store.get(key)["metadata"]["labels"] == {"x": "1"}
+
+        api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
+        wait_until(lambda: rec.of("delete", key), 5, "delete")
+        assert inf.store.get(key) is None
+        assert inf.stats.lists == 1 and inf.stats.expired == 0
+    finally:
+        inf.stop()
+
+
+def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
+    """The field selector status.phase!=Succeeded,Failed: a pod that finishes is a delete."""
+    rec = Recorder(namespace)
+    inf = informer(admin, rec=rec)
+    try:
+        assert inf.wait_for_sync(10)
+        pod = make_pod(admin, namespace)
+        key = f"{namespace}/{pod['metadata']['name']}"
+        wait_until(lambda: rec.of("add", key), 5, "add")
+        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
+                    body={"status": {"phase": "Succeeded"}}, content_type="application/merge-patch+json")
+        wait_until(lambda: rec.of("delete", key), 5, "delete of the finished pod")
+        assert inf.store.get(key) is None
+        # still on the server
+        assert api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
+    finally:
+        inf.stop()
+
+
+def test_handler_exception_is_logged_and_the_informer_goes_on(admin, namespace: str,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    rec = Recorder(namespace)
+    bad = make_pod(admin, namespace)
+    bad_key = f"{namespace}/{bad['metadata']['name']}"
+
+    def explode(obj: dict[str, Any]) -> None:
+        if object_key(obj) == bad_key:
+            raise RuntimeError("handler bug")
+
+    inf = Informer(admin, PODS)
+    inf.add_handlers(on_add=explode)
+    inf.add_handlers(rec.add, rec.update, rec.delete)
+    with caplog.at_level(logging.ERROR, logger="scheduler.cluster.informers"):
+        inf.start()
+        try:
+            assert inf.wait_for_sync(10)
+            later = make_pod(admin, namespace)
+            wait_until(lambda: rec.of("add", f"{namespace}/{later['metadata']['name']}"), 5, "later add")
+            assert rec.of("add", bad_key)  # the other handler still got it
+            assert inf.stats.handler_errors >= 1
+            assert any(getattr(r, "kv", {}).get("object") == bad_key for r in caplog.records)
+        finally:
+            inf.stop()
+
+
+def test_bookmarks_and_server_timeouts_rewatch_without_relisting(admin) -> None:
+    """The API server ends each watch after timeoutSeconds (3..6 s here), sending a bookmark
+    2 s before when the resource moved past the watch's start; we watch again from there."""
+    inf = informer(admin, NODES, watch_timeout=3, read_timeout=10)
+    try:
+        assert inf.wait_for_sync(10)
+        list_rv = int(inf.resource_version)
+        node = make_node(admin)
+        wait_until(lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 15, "a bookmark and a rewatch")
+        assert inf.stats.lists == 1 and inf.stats.expired == 0 and inf.stats.watch_errors == 0
+        assert int(inf.bookmark_resource_version) >= int(node["metadata"]["resourceVersion"]) > list_rv
+    finally:
+        inf.stop()
+
+
+def test_dead_connection_is_noticed_by_the_read_timeout(apiserver: ControlPlane, admin, namespace: str) -> None:
+    proxy = TCPProxy(apiserver.port)
+    kc = apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)
+    api = new_api_client(ClientOptions(kubeconfig=str(kc)))
+    rec = Recorder(namespace)
+    inf = informer(api, rec=rec, watch_timeout=300, read_timeout=1.5, connect_timeout=1.0, backoff=(0.1, 0.5))
+    try:
+        assert inf.wait_for_sync(10)
+        proxy.partition("blackhole")  # the watch hangs: no error, no bytes
+        wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the read timeout")
+        proxy.heal()
+        pod = make_pod(admin, namespace)
+        wait_until(lambda: rec.of("add", f"{namespace}/{pod['metadata']['name']}"), 10, "events after healing")
+        # and stop() cuts a blocked watch at once
+        start = time.monotonic()
+        inf.stop()
+        assert time.monotonic() - start < 1.0
+        assert not inf._thread.is_alive()
+    finally:
+        inf.stop()
+        proxy.close()
+
+
+def test_410_after_a_gap_relists_and_delivers_missed_deletes(apiserver: ControlPlane, admin, namespace: str) -> None:
+    """The scheduler's API server goes away; meanwhile pods are deleted; it reconnects to a
+    freshly started API server whose watch cache begins after those changes, so its watch
+    from the old resourceVersion gets 410 Gone: it must relist and report the deletes."""
+    proxy = TCPProxy(apiserver.port)
+    kc = apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)
+    api = new_api_client(ClientOptions(kubeconfig=str(kc)))
+    rec = Recorder(namespace)
+    pods = [make_pod(admin, namespace) for _ in range(3)]
+    keys = [f"{namespace}/{p['metadata']['name']}" for p in pods]
+    inf = informer(api, rec=rec, backoff=(0.2, 1.0))
+    second = None
+    try:
+        assert inf.wait_for_sync(10)
+        assert all(inf.store.get(k) for k in keys)
+        proxy.partition("refuse")
+        wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the watch to break")
+        for p in pods[:2]:
+            api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}")
+        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pods[2]['metadata']['name']}",
+                    body={"metadata": {"labels": {"gap": "yes"}}}, content_type="application/merge-patch+json")
+        added = make_pod(admin, namespace)
+        port = free_port()
+        second = apiserver.start_apiserver(port, name=f"kube-apiserver-{port}")
+        proxy.set_upstream(port)
+        proxy.heal()
+        wait_until(lambda: all(rec.of("delete", k) for k in keys[:2]), 30, "the missed deletes")
+        assert inf.stats.expired >= 1 and inf.stats.lists >= 2
+        assert rec.of("add", f"{namespace}/{added['metadata']['name']}")
+        _, new = rec.of("update", keys[2])[-1]
+        assert new["metadata"]["labels"] == {"gap": "yes"}
+        assert inf.store.get(keys[0]) is None and inf.store.get(keys[2]) is not None
+    finally:
+        inf.stop()
+        proxy.close()
+        if second is not None:
+            second.stop()
