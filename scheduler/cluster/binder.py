@@ -1,0 +1,211 @@
+"""The scheduler's writes for one pod: the Binding, and the PodScheduled condition on failure.
+
+Binding goes through the ``pods/{name}/binding`` subresource as kube-scheduler's
+DefaultBinder does (``Pods(ns).Bind``), with the pod's UID as a precondition,
+so a pod deleted and re-created under the same name is not bound by mistake.
+
+Two traps of the Python client, both checked against a real API server in
+tests/cluster/test_binder.py:
+
+- ``CoreV1Api.create_namespaced_binding`` posts to the legacy
+  ``/namespaces/{ns}/bindings`` collection, not to the subresource. There the
+  API server wipes ``metadata.uid`` from the request (system fields are only
+  kept on subresource creates), so the UID precondition silently does
+  nothing; and admission webhooks registered for ``pods/binding`` never see
+  it. We call ``create_namespaced_pod_binding``.
+- Either method, left to parse the answer, raises ``ValueError: Invalid value
+  for `target`, must not be `None``` after a *successful* bind: the server
+  answers with a ``Status``, which the client reads as a ``V1Binding``
+  (kubernetes-client/python #547, #825, still so in 36.x). So we pass
+  ``_preload_content=False`` and read the JSON ourselves.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.client import Timeout, api_request, read_json
+from scheduler.cluster.retry import call_with_retries, retriable, status_message
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+
+class BindStatus(enum.Enum):
+    BOUND = "bound"
+    GONE = "gone"
+    """409 Conflict or 404: the pod is bound already (by someone else) or deleted. Drop it; don't retry."""
+    FAILED = "failed"
+    """Anything else, after retries: the caller treats it as a scheduling error (requeue with backoff)."""
+
+
+@dataclass(frozen=True)
+class BindResult:
+    status: BindStatus
+    message: str = ""
+    code: int | None = None
+    attempts: int = 1
+
+    @property
+    def bound(self) -> bool:
+        return self.status is BindStatus.BOUND
+
+    @property
+    def drop(self) -> bool:
+        return self.status is BindStatus.GONE
+
+
+def binding_body(namespace: str, name: str, uid: str | None, node: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+
+
+def now_rfc3339() -> str:
+    """metav1.Time: RFC 3339, whole seconds, UTC."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Binder:
+    """Binds pods and writes their PodScheduled condition, retrying 429/5xx with tenacity.
+
+    ``attempts``/``max_seconds`` bound each call's retries; the backoff is
+    exponential with jitter from ``initial_wait`` to ``max_wait``, and never
+    shorter than a ``Retry-After`` the server sent (capped at ``retry_after_cap``).
+    """
+
+    def __init__(self, api_client: ApiClient, *, attempts: int = 5, max_seconds: float = 15.0,
+                 initial_wait: float = 0.2, max_wait: float = 5.0, retry_after_cap: float = 10.0,
+                 timeout: Timeout = (5.0, 15.0)) -> None:
+        self.api = api_client
+        self.core = CoreV1Api(api_client)
+        self.attempts = attempts
+        self.max_seconds = max_seconds
+        self.initial_wait = initial_wait
+        self.max_wait = max_wait
+        self.retry_after_cap = retry_after_cap
+        self.timeout = timeout
+
+    def _retrying(self, fn: Any, what: str, on_attempt: Any = None) -> Any:
+        return call_with_retries(fn, what=what, attempts=self.attempts, max_seconds=self.max_seconds,
+                                 initial_wait=self.initial_wait, max_wait=self.max_wait,
+                                 retry_after_cap=self.retry_after_cap, on_attempt=on_attempt)
+
+    # --- binding ---------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, uid: str | None, node: str) -> BindResult:
+        """Bind ``namespace/name`` (with ``uid`` as precondition, if given) to ``node``."""
+        body = binding_body(namespace, name, uid, node)
+        attempts = 0
+
+        def count(n: int) -> None:
+            nonlocal attempts
+            attempts = n
+
+        def call() -> None:
+            resp = self.core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False,
+                                                           _request_timeout=self.timeout)
+            read_json(resp)
+
+        try:
+            self._retrying(call, "bind", count)
+        except ApiException as e:
+            msg = status_message(e)
+            if e.status in (404, 409):
+                # After an attempt whose answer we did not get, a 409 may be our own bind.
+                if e.status == 409 and attempts > 1 and self._bound_to(namespace, name, uid, node):
+                    return BindResult(BindStatus.BOUND, attempts=attempts)
+                logger.log(V(2), "Pod bound or deleted elsewhere", extra=kv(
+                    pod=f"{namespace}/{name}", node=node, code=e.status, err=msg))
+                return BindResult(BindStatus.GONE, msg, e.status, attempts)
+            logger.warning("Binding failed", extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg,
+                                                       attempts=attempts))
+            return BindResult(BindStatus.FAILED, msg, e.status, attempts)
+        except Exception as e:  # connection errors after the last attempt
+            if retriable(e) and attempts > 0 and self._bound_to(namespace, name, uid, node):
+                return BindResult(BindStatus.BOUND, attempts=attempts)
+            logger.warning("Binding failed", extra=kv(pod=f"{namespace}/{name}", node=node, err=str(e)[:300],
+                                                       attempts=attempts))
+            return BindResult(BindStatus.FAILED, f"{type(e).__name__}: {e}", None, attempts)
+        return BindResult(BindStatus.BOUND, attempts=attempts)
+
+    def _bound_to(self, namespace: str, name: str, uid: str | None, node: str) -> bool:
+        try:
+            pod = api_request(self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.timeout)
+        except Exception:  # noqa: BLE001 - best effort: unknown means "not ours"
+            return False
+        return bool(pod) and (not uid or pod["metadata"].get("uid") == uid) and \
+            (pod.get("spec") or {}).get("nodeName") == node
+
+    # --- the PodScheduled condition ------------------------------------------------------
+
+    def set_unschedulable(self, pod: dict[str, Any], message: str, reason: str = "Unschedulable") -> bool:
+        """Write ``PodScheduled=False`` with ``reason``/``message`` on the pod's status, as
+        kube-scheduler's ``updatePod``: only when status, reason or message differ from the
+        pod's current condition (``lastTransitionTime`` kept unless the status flips).
+
+        ``pod`` is the raw pod the caller knows (the informer's). Returns True when a
+        patch was sent; a pod that is gone is ignored (False). Other errors raise
+        after retries.
+        """
+        meta = pod["metadata"]
+        cond = unschedulable_condition(pod, message, reason)
+        if cond is None:
+            return False
+        patch = {"metadata": {"uid": meta.get("uid")} if meta.get("uid") else {},
+                 "status": {"conditions": [cond]}}
+        if not patch["metadata"]:
+            del patch["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
+        try:
+            self._retrying(lambda: api_request(self.api, "PATCH", path, body=patch,
+                                               content_type="application/strategic-merge-patch+json",
+                                               timeout=self.timeout), "patch pod status")
+        except ApiException as e:
+            # The UID in the patch guards against a pod re-created under the same name:
+            # the API server refuses to change metadata.uid (422 on that field).
+            if e.status in (404, 409) or (e.status == 422 and _uid_refused(e)):
+                logger.log(V(3), "Pod gone before its condition was written",
+                           extra=kv(pod=f"{meta['namespace']}/{meta['name']}", code=e.status))
+                return False
+            raise
+        logger.log(V(3), "Updated pod condition", extra=kv(pod=f"{meta['namespace']}/{meta['name']}",
+                                                          conditionType="PodScheduled", conditionStatus="False",
+                                                          conditionReason=reason))
+        return True
+
+
+def _uid_refused(e: ApiException) -> bool:
+    try:
+        causes = json.loads(e.body)["details"]["causes"]
+    except (TypeError, ValueError, KeyError):
+        return False
+    return any(c.get("field") == "metadata.uid" for c in causes)
+
+
+def unschedulable_condition(pod: dict[str, Any], message: str, reason: str) -> dict[str, Any] | None:
+    """The PodScheduled=False condition to write, or None when the pod has it already."""
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+    cond: dict[str, Any] = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                            "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+    generation = pod["metadata"].get("generation")
+    if generation:
+        cond["observedGeneration"] = generation
+    if old is not None:
+        if old.get("status") == "False":
+            cond["lastTransitionTime"] = old.get("lastTransitionTime") or cond["lastTransitionTime"]
+        if (old.get("status"), old.get("reason"), old.get("message") or "") == ("False", reason, message) \
+                and not old.get("lastProbeTime"):
+            return None
+    return cond
