@@ -1,0 +1,279 @@
+"""Events about pods, as kube-scheduler records them: ``events.k8s.io/v1``, written asynchronously.
+
+What kube-scheduler 1.37 writes (client-go ``tools/events`` through the
+profile's recorder), and so do we:
+
+- ``reportingController`` = the profile's schedulerName (``default-scheduler``),
+  ``reportingInstance`` = ``<schedulerName>-<hostname>``;
+- ``Scheduled``/``Binding``/Normal, note ``Successfully assigned ns/pod to node``;
+- ``FailedScheduling``/``Scheduling``/Warning, note = the caller's message,
+  truncated to 1024 bytes with `` ...`` (``truncateMessage``);
+- ``regarding`` = the pod, ``eventTime`` = now (MicroTime), name ``<pod>.<unixnano hex>``.
+
+In the ``core/v1`` view (``kubectl get events``, ``kubectl describe``) the
+controller appears as ``reportingComponent``; ``source`` stays empty, because
+the API server maps ``source`` from ``deprecatedSource`` (not from
+``reportingController``) and rejects a ``deprecatedSource`` on an
+``events.k8s.io/v1`` create. kubectl falls back to ``reportingController``
+when ``source.component`` is empty, so ``describe`` shows ``From:
+default-scheduler`` as for kube-scheduler.
+
+Writing never blocks the caller: events go into a bounded queue that one
+worker thread drains; a full queue drops the event and counts it.
+
+Repeats are aggregated like client-go's event series, simplified: an event
+identical to one written in the last ``window`` seconds (same pod, type,
+reason, action, controller and note) is not written again; its
+``series.count``/``series.lastObservedTime`` are patched instead, at most once
+per ``series_interval`` per series (and once more on :meth:`EventRecorder.stop`).
+client-go leaves the note out of the identity (a changed FailedScheduling
+message then only bumps the count of the first one); we keep it in, so the
+latest reason is always visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.client import Timeout, api_request
+from scheduler.cluster.retry import call_with_retries, status_message
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+NOTE_LENGTH_LIMIT = 1024
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+def micro_time(t: float | None = None) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds, UTC, ``Z``."""
+    return datetime.fromtimestamp(time.time() if t is None else t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def truncate_note(message: str) -> str:
+    """kube-scheduler's truncateMessage: at most 1024 bytes, ending in `` ...`` when cut."""
+    raw = message.encode()
+    if len(raw) <= NOTE_LENGTH_LIMIT:
+        return message
+    suffix = " ..."
+    return raw[:NOTE_LENGTH_LIMIT - len(suffix)].decode(errors="ignore") + suffix
+
+
+def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": meta.get("namespace"), "name": meta["name"]}
+    if meta.get("uid"):
+        ref["uid"] = meta["uid"]
+    if meta.get("resourceVersion"):
+        ref["resourceVersion"] = meta["resourceVersion"]
+    return ref
+
+
+@dataclass
+class _Series:
+    namespace: str
+    name: str
+    count: int
+    last_observed: float
+    last_written: float
+    written_count: int
+
+
+@dataclass
+class RecorderStats:
+    queued: int = 0
+    written: int = 0
+    """Events created."""
+    patched: int = 0
+    """Series updates written."""
+    aggregated: int = 0
+    """Repeats folded into a series instead of a new event."""
+    dropped: int = 0
+    """Events dropped because the queue was full."""
+    failed: int = 0
+    """Writes that failed after retries."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_STOP = object()
+
+
+class EventRecorder:
+    """Asynchronous ``events.k8s.io/v1`` writer; see the module docstring.
+
+    ``reporting_instance`` overrides ``<controller>-<hostname>``.
+    """
+
+    def __init__(self, api_client: ApiClient, *, reporting_instance: str | None = None, queue_size: int = 1000,
+                 window: float = 360.0, series_interval: float = 10.0, timeout: Timeout = (5.0, 10.0),
+                 attempts: int = 3, max_seconds: float = 5.0) -> None:
+        self.api = api_client
+        self.reporting_instance = reporting_instance
+        self.hostname = socket.gethostname()
+        self.window = window
+        self.series_interval = series_interval
+        self.timeout = timeout
+        self.attempts = attempts
+        self.max_seconds = max_seconds
+        self.stats = RecorderStats()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._series: dict[tuple[Any, ...], _Series] = {}
+        self._thread: threading.Thread | None = None
+        self._idle = threading.Condition()
+        self._pending = 0
+
+    # --- producer side (any thread, never blocks) ------------------------------------------
+
+    def event(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str,
+              controller: str) -> bool:
+        """Queue an event about ``regarding`` (a raw object); False if it was dropped."""
+        item = (regarding, type_, reason, action, truncate_note(note), controller, time.time())
+        with self._idle:
+            self._pending += 1
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+            self.stats.dropped += 1
+            if self.stats.dropped == 1 or self.stats.dropped % 100 == 0:
+                logger.warning("Event queue full; dropping events", extra=kv(dropped=self.stats.dropped,
+                                                                            reason=reason))
+            return False
+        self.stats.queued += 1
+        return True
+
+    def scheduled(self, pod: dict[str, Any], node: str, scheduler_name: str) -> bool:
+        meta = pod["metadata"]
+        return self.event(pod, NORMAL, "Scheduled", "Binding",
+                          f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}", scheduler_name)
+
+    def failed_scheduling(self, pod: dict[str, Any], message: str, scheduler_name: str) -> bool:
+        return self.event(pod, WARNING, "FailedScheduling", "Scheduling", message, scheduler_name)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> EventRecorder:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+            self._thread.start()
+        return self
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued event has been handled (written, aggregated or failed)."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Write what is queued and the pending series counts (within ``timeout``), then stop."""
+        if self._thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        self.flush(timeout)
+        with self._idle:
+            self._pending += 1
+        with contextlib.suppress(queue.Full):
+            self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread = None
+
+    # --- the worker ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self.series_interval / 2)
+            except queue.Empty:
+                self._flush_series(time.time(), final=False)
+                continue
+            try:
+                if item is _STOP:
+                    self._flush_series(time.time(), final=True)
+                    return
+                self._record(*item)
+                self._flush_series(time.time(), final=False)
+            except Exception:
+                logger.exception("Event recorder failed")
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _record(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str,
+                controller: str, at: float) -> None:
+        ref = pod_reference(regarding) if regarding.get("kind", "Pod") == "Pod" else regarding
+        key = (ref.get("namespace"), ref.get("name"), ref.get("uid"), type_, reason, action, controller, note)
+        s = self._series.get(key)
+        if s is not None and at - s.last_observed <= self.window:
+            s.count += 1
+            s.last_observed = at
+            self.stats.aggregated += 1
+            return
+        namespace = ref.get("namespace") or "default"
+        instance = self.reporting_instance or f"{controller}-{self.hostname}"
+        body = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{ref['name']}.{int(at * 1e9):x}", "namespace": namespace},
+            "eventTime": micro_time(at), "reportingController": controller, "reportingInstance": instance,
+            "action": action, "reason": reason, "regarding": ref, "note": note, "type": type_,
+        }
+        try:
+            call_with_retries(lambda: api_request(self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                                                  body=body, timeout=self.timeout),
+                              what="create event", attempts=self.attempts, max_seconds=self.max_seconds)
+        except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
+            self.stats.failed += 1
+            logger.warning("Unable to write event", extra=kv(
+                object=f"{namespace}/{ref['name']}", reason=reason,
+                err=status_message(e) if isinstance(e, ApiException) else str(e)[:300]))
+            return
+        self.stats.written += 1
+        self._series[key] = _Series(namespace, body["metadata"]["name"], 1, at, at, 1)
+        logger.log(V(5), "Event written", extra=kv(object=f"{namespace}/{ref['name']}", reason=reason, type=type_))
+
+    def _flush_series(self, now: float, *, final: bool) -> None:
+        for key, s in list(self._series.items()):
+            if s.count > s.written_count and (final or now - s.last_written >= self.series_interval):
+                if not self._patch_series(s, now):
+                    del self._series[key]
+            elif s.count == s.written_count and now - s.last_observed > self.window:
+                del self._series[key]
+
+    def _patch_series(self, s: _Series, now: float) -> bool:
+        """Write the series count; False when the event is gone (expired after its TTL):
+        the next repeat then starts a new event."""
+        patch = {"series": {"count": s.count, "lastObservedTime": micro_time(s.last_observed)}}
+        path = f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}"
+        try:
+            call_with_retries(lambda: api_request(self.api, "PATCH", path, body=patch,
+                                                  content_type="application/merge-patch+json", timeout=self.timeout),
+                              what="patch event series", attempts=self.attempts, max_seconds=self.max_seconds)
+        except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
+            self.stats.failed += 1
+            logger.log(V(2), "Unable to update event series", extra=kv(
+                event=f"{s.namespace}/{s.name}", err=status_message(e) if isinstance(e, ApiException) else str(e)))
+            s.written_count = s.count
+            return getattr(e, "status", None) != 404
+        s.written_count = s.count
+        s.last_written = now
+        self.stats.patched += 1
+        return True
