@@ -1,0 +1,484 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+Ours and the Go kube-scheduler can share ``kube-system/kube-scheduler``, so the
+loop follows client-go ``tools/leaderelection`` step by step:
+
+- identity ``<hostname>_<uuid4>``; the Lease spec carries ``holderIdentity``,
+  ``leaseDurationSeconds``, ``acquireTime``/``renewTime`` (MicroTime, RFC 3339
+  with microseconds, ``Z``) and ``leaseTransitions`` (+1 when the holder changes);
+- a lease held by another is taken only once it has expired by *our own
+  clock*: we note when we last saw the record change and wait
+  ``leaseDurationSeconds`` from then (``renewTime`` written by another clock
+  is never compared with ours);
+- acquiring retries every ``retry_period`` with client-go's jitter (factor 1.2,
+  so every 1x..2.2x ``retry_period``); while leading, renew every
+  ``retry_period``; a renewal round that finds no success within
+  ``renew_deadline`` loses the lease: :attr:`LeaderElector.lost` is set,
+  ``on_stopped_leading`` is called and the loop ends (kube-scheduler then exits
+  with code 1; the app decides). Every request of a round is cut at the round's
+  deadline;
+- every write is a replace guarded by the resourceVersion we read (a 409 means
+  someone else wrote: read again);
+- :meth:`LeaderElector.stop` with ``release=True`` writes an empty holder and
+  ``leaseDurationSeconds: 1`` (client-go's ReleaseOnCancel), guarded by the
+  resourceVersion of a fresh read and only if the lease still names us, so a
+  standby takes over within a retry period or two.
+
+Why not ``kubernetes.leaderelection``: 36.x has only a ConfigMap lock (on the
+global default client), sleeps a fixed period, neither releases nor reports
+loss in a way the app can act on.
+
+**Takeover** (``takeover=True``). To replace a running Go kube-scheduler (or
+any foreign holder) without waiting for its lease to lapse, we take the Lease
+at once (a replace guarded by its resourceVersion) when a *foreign* holder
+has it, and only then wait before reporting leadership, until the old holder
+must have stopped.
+
+*Whose lease is it?* The Lease has no field for "kind of holder", and
+``<hostname>_<uuid>`` looks the same for both. Every write of ours sets the
+annotation ``dynamic-scheduler.io/holder`` to our identity. client-go's
+LeaseLock sends back the whole object it read, so the annotation survives a
+Go scheduler's writes, but with *our old identity* in it: a lease is ours iff
+the annotation equals ``spec.holderIdentity``. A Go holder therefore never
+matches; a deleted and re-created Lease has no annotation. (A predicate can
+replace this test: ``is_ours``.)
+
+*The safe wait.* A client-go leader whose renewal at ``t0`` succeeded (its
+last one, since ours changed the resourceVersion at ``T >= t0``) starts its
+next round at ``t0 + R`` and gives up at ``t0 + R + D`` (R = its retryPeriod,
+D = its renewDeadline), calling OnStoppedLeading: kube-scheduler exits. We
+cannot read R and D off the Lease, but client-go's own safety rests on
+``R + D <= L`` (``L`` = ``leaseDurationSeconds`` it wrote: a standby takes the
+lease ``L`` after its last change), and we also assume the peer uses no
+longer timings than ours. So we report leading after
+
+    wait = max(L_old, renew_deadline + retry_period) + retry_period
+
+from our successful takeover; the final ``retry_period`` covers the latency
+of the old leader's last renew response and its exit. Defaults (15/10/2 s):
+17 s. During the wait we hold and renew the lease; losing it then is a loss.
+Set ``takeover_wait`` to override.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import Gauge
+
+from scheduler.cluster.client import api_request
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
+JITTER_FACTOR = 1.2
+
+_default_gauge: Gauge | None = None
+_gauge_lock = threading.Lock()
+
+
+def default_gauge() -> Gauge:
+    """``leader_election_master_status{name}`` on the default registry, made once."""
+    global _default_gauge
+    with _gauge_lock:
+        if _default_gauge is None:
+            _default_gauge = Gauge("leader_election_master_status",
+                                   "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+                                   "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+                                   ["name"])
+        return _default_gauge
+
+
+def default_identity() -> str:
+    """``<hostname>_<uuid4>``, as kube-scheduler's."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def annotated_as_ours(lease: dict[str, Any]) -> bool:
+    """The default "is this holder one of us" test (see the module docstring)."""
+    holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+    ann = (lease.get("metadata") or {}).get("annotations") or {}
+    return bool(holder) and ann.get(HOLDER_ANNOTATION) == holder
+
+
+@dataclass
+class LeaderElectionConfig:
+    namespace: str = "kube-system"
+    name: str = "kube-scheduler"
+    identity: str = field(default_factory=default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+    takeover: bool = False
+    """Take the lease from a foreign holder at once (then wait; see the module docstring)."""
+    takeover_wait: float | None = None
+    """Seconds between a takeover and leading; None computes the safe wait."""
+    is_ours: Callable[[dict[str, Any]], bool] = annotated_as_ours
+    """Whether a lease's holder is one of our schedulers (only takeover uses it)."""
+    request_timeout: float = 10.0
+    """Per-request timeout while acquiring (renewals are cut at their round's deadline)."""
+
+    def validate(self) -> None:
+        # client-go's NewLeaderElector checks.
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError("renew_deadline must be greater than retry_period*1.2")
+        if self.retry_period <= 0 or int(self.lease_duration) < 1:
+            raise ValueError("retry_period must be positive and lease_duration at least 1s")
+        if not self.identity:
+            raise ValueError("identity must not be empty")
+
+
+class LeaderElector:
+    """Runs the election loop on its own thread (:meth:`start`) or the caller's (:meth:`run`).
+
+    Callbacks: ``on_started_leading()`` (on a new thread, as client-go's
+    goroutine), ``on_stopped_leading()`` (on the elector's thread, once, after
+    leading ended), ``on_new_leader(identity)`` (on a new thread, when the
+    observed holder changes, ours included). Signals for the app:
+    :attr:`leading` (set while leading), :attr:`lost` (leadership was lost:
+    exit with code 1), :attr:`done` (the loop ended).
+    """
+
+    def __init__(self, api_client: ApiClient, config: LeaderElectionConfig | None = None, *,
+                 on_started_leading: Callable[[], None] | None = None,
+                 on_stopped_leading: Callable[[], None] | None = None,
+                 on_new_leader: Callable[[str], None] | None = None,
+                 gauge: Gauge | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config or LeaderElectionConfig()
+        self.config.validate()
+        self.api = api_client
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.on_new_leader = on_new_leader
+        self.gauge = (gauge or default_gauge()).labels(self.config.name)
+        self.gauge.set(0)
+        self.clock = clock
+        self.leading = threading.Event()
+        self.lost = threading.Event()
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._lease: dict[str, Any] | None = None  # the last object read or written (with its RV)
+        self._observed: dict[str, Any] = {}  # the last spec seen
+        self._observed_raw = ""
+        self._observed_time = 0.0
+        self._reported_leader: str | None = None
+        self._lead_at: float | None = None  # when to start leading after a takeover
+        self.takeovers = 0
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases/{self.config.name}"
+
+    # --- public API ------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    def start(self) -> LeaderElector:
+        self._thread = threading.Thread(target=self.run, name="leader-election", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, release: bool | None = None, timeout: float | None = None) -> None:
+        """End the loop; release the lease if we hold it (``release_on_cancel`` unless given).
+
+        Returns after the loop ended and the release was written (or ``timeout``)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(self.config.renew_deadline + self.config.request_timeout if timeout is None
+                              else timeout)
+        if self.config.release_on_cancel if release is None else release:
+            self.release()
+
+    def leader(self) -> str:
+        """The holder we last observed ("" when none)."""
+        with self._lock:
+            return self._observed.get("holderIdentity") or ""
+
+    def is_leader(self) -> bool:
+        """We hold the lease by our last observation (also during a takeover's wait)."""
+        return self.leader() == self.identity
+
+    def check(self, max_tolerable_expired: float = 20.0) -> str | None:
+        """client-go's healthz watchdog: an error when we believe we lead but have not renewed
+        for ``lease_duration + max_tolerable_expired`` seconds."""
+        if not self.is_leader():
+            return None
+        with self._lock:
+            since = self.clock() - self._observed_time
+        if since > self.config.lease_duration + max_tolerable_expired:
+            return f"failed election to renew leadership on lease {self.config.name}"
+        return None
+
+    def safe_takeover_wait(self, old_lease_duration: float) -> float:
+        if self.config.takeover_wait is not None:
+            return self.config.takeover_wait
+        c = self.config
+        return max(old_lease_duration, c.renew_deadline + c.retry_period) + c.retry_period
+
+    def run(self) -> None:
+        """The election loop; returns when stopped or when leadership was lost."""
+        try:
+            logger.info("Attempting to acquire leader lease", extra=kv(lock=self._describe(), identity=self.identity))
+            if self._acquire():
+                self._renew_loop()
+        finally:
+            if self.leading.is_set():
+                self.leading.clear()
+                self.gauge.set(0)
+                self._callback(self.on_stopped_leading, "on_stopped_leading")
+            self.done.set()
+
+    def release(self) -> bool:
+        """Write an empty holder with ``leaseDurationSeconds: 1`` if the lease names us."""
+        deadline = self.clock() + self.config.renew_deadline
+        while self.clock() < deadline:
+            try:
+                lease = self._get(timeout=max(0.1, deadline - self.clock()))
+            except ApiException as e:
+                if e.status == 404:
+                    return True
+                logger.warning("Failed to read lease for release", extra=kv(lock=self._describe(), code=e.status))
+                return False
+            except Exception as e:  # noqa: BLE001
+                logger.warning("Failed to read lease for release", extra=kv(lock=self._describe(), err=str(e)[:200]))
+                return False
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return True
+            now = micro_time()
+            new = self._with_spec(lease, {
+                "holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
+                "leaseTransitions": spec.get("leaseTransitions") or 0}, annotate="")
+            try:
+                self._put(new, timeout=max(0.1, deadline - self.clock()))
+            except ApiException as e:
+                if e.status == 409:
+                    continue
+                logger.warning("Failed to release lease", extra=kv(lock=self._describe(), code=e.status))
+                return False
+            except Exception as e:  # noqa: BLE001
+                logger.warning("Failed to release lease", extra=kv(lock=self._describe(), err=str(e)[:200]))
+                return False
+            logger.info("Released leader lease", extra=kv(lock=self._describe(), identity=self.identity))
+            return True
+        return False
+
+    # --- the loops -------------------------------------------------------------------
+
+    def _acquire(self) -> bool:
+        c = self.config
+        while not self._stop.is_set():
+            ok = self._try_acquire_or_renew(self.clock() + c.request_timeout)
+            self._maybe_report_transition()
+            if ok:
+                logger.info("Successfully acquired lease", extra=kv(lock=self._describe(), identity=self.identity))
+                return True
+            logger.log(V(4), "Failed to acquire lease", extra=kv(lock=self._describe(), holder=self.leader()))
+            self._stop.wait(c.retry_period * (1 + random.random() * JITTER_FACTOR))
+        return False
+
+    def _renew_loop(self) -> None:
+        c = self.config
+        self._maybe_start_leading()
+        while not self._stop.is_set():
+            deadline = self.clock() + c.renew_deadline
+            ok = False
+            while not self._stop.is_set():
+                ok = self._try_acquire_or_renew(deadline)
+                if ok:
+                    break
+                left = deadline - self.clock()
+                if left <= 0:
+                    break
+                self._stop.wait(min(c.retry_period, left))
+                if self.clock() >= deadline:
+                    break
+            self._maybe_report_transition()
+            if self._stop.is_set():
+                return
+            if not ok:
+                logger.error("Leader election lost: failed to renew lease", extra=kv(
+                    lock=self._describe(), identity=self.identity, renewDeadline=c.renew_deadline))
+                self.gauge.set(0)
+                self.lost.set()
+                return
+            logger.log(V(5), "Successfully renewed lease", extra=kv(lock=self._describe()))
+            self._maybe_start_leading()
+            wait = c.retry_period
+            if self._lead_at is not None:
+                wait = max(0.0, min(wait, self._lead_at - self.clock()))
+            self._stop.wait(wait)
+
+    def _maybe_start_leading(self) -> None:
+        if self.leading.is_set():
+            return
+        if self._lead_at is not None and self.clock() < self._lead_at:
+            return
+        self._lead_at = None
+        self.leading.set()
+        self.gauge.set(1)
+        logger.info("Started leading", extra=kv(lock=self._describe(), identity=self.identity))
+        if self.on_started_leading is not None:
+            threading.Thread(target=self._callback, args=(self.on_started_leading, "on_started_leading"),
+                             name="on-started-leading", daemon=True).start()
+
+    # --- one attempt (client-go's tryAcquireOrRenew) ----------------------------------------
+
+    def _try_acquire_or_renew(self, deadline: float) -> bool:
+        c = self.config
+        now = micro_time()
+
+        def left() -> float:
+            return max(0.1, min(c.request_timeout, deadline - self.clock()))
+
+        record = {"holderIdentity": self.identity, "leaseDurationSeconds": int(c.lease_duration),
+                  "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
+        # Fast path: we lead and the lease is valid: update the object we last wrote.
+        if self.is_leader() and self._lease_valid() and self._lease is not None:
+            with self._lock:
+                record["acquireTime"] = self._observed.get("acquireTime") or now
+                record["leaseTransitions"] = self._observed.get("leaseTransitions") or 0
+            try:
+                self._lease = self._put(self._with_spec(self._lease, record), timeout=left())
+                self._set_observed(self._lease)
+                return True
+            except Exception as e:  # noqa: BLE001 - fall back to the slow path as client-go
+                logger.log(V(2), "Failed to update lease optimistically, falling back to slow path",
+                           extra=kv(lock=self._describe(), err=_err(e)))
+        try:
+            lease = self._get(timeout=left())
+        except ApiException as e:
+            if e.status != 404:
+                logger.error("Error retrieving lease lock", extra=kv(lock=self._describe(), err=_err(e)))
+                return False
+            try:
+                self._lease = self._create(record, timeout=left())
+            except Exception as e2:  # noqa: BLE001
+                logger.error("Error initially creating lease lock", extra=kv(lock=self._describe(), err=_err(e2)))
+                return False
+            self._set_observed(self._lease)
+            return True
+        except Exception as e:  # noqa: BLE001
+            logger.error("Error retrieving lease lock", extra=kv(lock=self._describe(), err=_err(e)))
+            return False
+        self._lease = lease
+        self._observe(lease)
+        old = lease.get("spec") or {}
+        holder = old.get("holderIdentity") or ""
+        takeover = False
+        if holder and self._lease_valid() and not self.is_leader():
+            if not (c.takeover and not c.is_ours(lease)):
+                logger.log(V(4), "Lease is held and has not yet expired", extra=kv(lock=self._describe(),
+                                                                                  holder=holder))
+                return False
+            takeover = True
+        if self.is_leader():
+            record["acquireTime"] = old.get("acquireTime") or now
+            record["leaseTransitions"] = old.get("leaseTransitions") or 0
+        else:
+            record["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
+        try:
+            self._lease = self._put(self._with_spec(lease, record), timeout=left())
+        except Exception as e:  # noqa: BLE001
+            logger.error("Failed to update lease", extra=kv(lock=self._describe(), err=_err(e)))
+            return False
+        self._set_observed(self._lease)
+        if takeover:
+            self.takeovers += 1
+            wait = self.safe_takeover_wait(float(old.get("leaseDurationSeconds") or c.lease_duration))
+            self._lead_at = self.clock() + wait
+            logger.info("Took over the lease from a foreign holder; waiting until it must have stopped",
+                        extra=kv(lock=self._describe(), previousHolder=holder, waitSeconds=round(wait, 3)))
+        return True
+
+    # --- observation -------------------------------------------------------------------
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        spec = lease.get("spec") or {}
+        raw = json.dumps(spec, sort_keys=True)
+        with self._lock:
+            if raw != self._observed_raw:
+                self._observed, self._observed_raw, self._observed_time = spec, raw, self.clock()
+
+    def _set_observed(self, lease: dict[str, Any]) -> None:
+        spec = lease.get("spec") or {}
+        with self._lock:
+            self._observed, self._observed_raw = spec, json.dumps(spec, sort_keys=True)
+            self._observed_time = self.clock()
+
+    def _lease_valid(self) -> bool:
+        with self._lock:
+            return self._observed_time + float(self._observed.get("leaseDurationSeconds") or 0) > self.clock()
+
+    def _maybe_report_transition(self) -> None:
+        holder = self.leader()
+        if holder == self._reported_leader:
+            return
+        self._reported_leader = holder
+        if holder:
+            logger.info("New leader observed", extra=kv(lock=self._describe(), leader=holder,
+                                                       us=holder == self.identity))
+        if self.on_new_leader is not None:
+            threading.Thread(target=self._callback, args=(self.on_new_leader, "on_new_leader", holder),
+                             name="on-new-leader", daemon=True).start()
+
+    # --- API calls -----------------------------------------------------------------------
+
+    def _with_spec(self, lease: dict[str, Any], spec: dict[str, Any], annotate: str | None = None) -> dict[str, Any]:
+        meta = dict(lease.get("metadata") or {})
+        ann = dict(meta.get("annotations") or {})
+        ann[HOLDER_ANNOTATION] = spec["holderIdentity"] if annotate is None else annotate
+        meta["annotations"] = ann
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+    def _get(self, timeout: float) -> dict[str, Any]:
+        return api_request(self.api, "GET", self.path, timeout=timeout)
+
+    def _put(self, lease: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return api_request(self.api, "PUT", self.path, body=lease, timeout=timeout)
+
+    def _create(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.config.name, "namespace": self.config.namespace,
+                             "annotations": {HOLDER_ANNOTATION: spec["holderIdentity"]}},
+                "spec": spec}
+        return api_request(self.api, "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases",
+                           body=body, timeout=timeout)
+
+    def _describe(self) -> str:
+        return f"{self.config.namespace}/{self.config.name}"
+
+    def _callback(self, fn: Callable[..., None] | None, what: str, *args: Any) -> None:
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except Exception:
+            logger.exception("Leader election callback failed", extra=kv(callback=what))
+
+
+def _err(e: BaseException) -> str:
+    if isinstance(e, ApiException):
+        return f"{e.status} {e.reason}"
+    return f"{type(e).__name__}: {str(e)[:200]}"

@@ -1,0 +1,180 @@
+"""scheduler.cluster.leaderelection against a real API server, with short timings.
+
+L/D/R = 2 s / 1.5 s / 0.25 s (lease duration, renew deadline, retry period).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from scheduler.cluster.client import ClientOptions, api_request, new_api_client
+from scheduler.cluster.leaderelection import HOLDER_ANNOTATION, LeaderElectionConfig, LeaderElector
+from tests.apiserver import ControlPlane
+from tests.cluster.netproxy import TCPProxy
+from tests.cluster.util import wait_until
+
+pytestmark = pytest.mark.apiserver
+
+L, D, R = 2.0, 1.5, 0.25
+MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+        self.leaders: list[str] = []
+
+    def kw(self) -> dict[str, Any]:
+        return {"on_started_leading": self.started.set, "on_stopped_leading": self.stopped.set,
+                "on_new_leader": self.leaders.append}
+
+
+def gauge() -> Gauge:
+    return Gauge("leader_election_master_status", "test", ["name"], registry=CollectorRegistry())
+
+
+def elector(api, lease: str, calls: Calls | None = None, g: Gauge | None = None, **cfg: Any) -> LeaderElector:
+    config = LeaderElectionConfig(namespace="default", name=lease, lease_duration=L, renew_deadline=D,
+                                  retry_period=R, **cfg)
+    return LeaderElector(api, config, gauge=g or gauge(), **(calls.kw() if calls else {}))
+
+
+def read_lease(admin, name: str) -> dict[str, Any]:
+    return api_request(admin, "GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{name}")
+
+
+@pytest.fixture
+def lease() -> str:
+    return f"lease-{uuid.uuid4().hex[:8]}"
+
+
+def test_acquires_an_absent_lease_and_writes_client_go_fields(admin, lease: str) -> None:
+    calls, g = Calls(), gauge()
+    e = elector(admin, lease, calls, g).start()
+    try:
+        assert e.leading.wait(5) and calls.started.wait(2)
+        spec = read_lease(admin, lease)["spec"]
+        assert spec["holderIdentity"] == e.identity and re.match(r"^.+_[0-9a-f-]{36}$", e.identity)
+        assert spec["leaseDurationSeconds"] == 2 and spec["leaseTransitions"] == 0
+        assert MICRO.match(spec["acquireTime"]) and MICRO.match(spec["renewTime"])
+        assert read_lease(admin, lease)["metadata"]["annotations"][HOLDER_ANNOTATION] == e.identity
+        assert g.labels(lease)._value.get() == 1
+        wait_until(lambda: e.identity in calls.leaders, 2, "on_new_leader(us)")
+        first = spec["renewTime"]
+        wait_until(lambda: read_lease(admin, lease)["spec"]["renewTime"] != first, 2, "a renewal")
+        assert read_lease(admin, lease)["spec"]["acquireTime"] == spec["acquireTime"]
+    finally:
+        e.stop()
+    assert calls.stopped.is_set() and not e.lost.is_set() and g.labels(lease)._value.get() == 0
+
+
+def test_standby_waits_then_acquires_quickly_after_release(admin, lease: str) -> None:
+    a = elector(admin, lease).start()
+    assert a.leading.wait(5)
+    b_calls = Calls()
+    b = elector(admin, lease, b_calls).start()
+    try:
+        # b must not take a lease renewed under its eyes, however long it watches (> L).
+        wait_until(lambda: a.identity in b_calls.leaders, 3, "b to observe a")
+        assert not b.leading.wait(L + 4 * R)
+        released = time.monotonic()
+        a.stop(release=True)
+        spec = None
+        assert b.leading.wait(3)
+        took = time.monotonic() - released
+        assert took <= 2.2 * R + 0.5, took  # its next jittered retry, not the lease duration
+        spec = read_lease(admin, lease)["spec"]
+        assert spec["holderIdentity"] == b.identity and spec["leaseTransitions"] == 1
+    finally:
+        a.stop(release=False)
+        b.stop()
+
+
+def test_release_writes_an_empty_holder_with_one_second(admin, lease: str) -> None:
+    a = elector(admin, lease).start()
+    assert a.leading.wait(5)
+    a.stop(release=True)
+    got = read_lease(admin, lease)
+    assert got["spec"]["holderIdentity"] == "" and got["spec"]["leaseDurationSeconds"] == 1
+    assert got["spec"]["leaseTransitions"] == 0
+
+
+def test_takes_over_an_abandoned_lease_after_it_expires_by_its_own_clock(admin, lease: str) -> None:
+    a = elector(admin, lease).start()
+    assert a.leading.wait(5)
+    b = elector(admin, lease).start()
+    try:
+        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
+        a.stop(release=False)  # a dies: no release, no more renewals
+        died = time.monotonic()
+        assert b.leading.wait(L + 3)
+        took = time.monotonic() - died
+        assert L - R <= took <= L + 2.2 * R + 0.5, took
+        assert read_lease(admin, lease)["spec"]["leaseTransitions"] == 1
+    finally:
+        b.stop()
+
+
+def test_renew_failure_past_the_deadline_signals_loss(apiserver: ControlPlane, admin, lease: str) -> None:
+    proxy = TCPProxy(apiserver.port)
+    api = new_api_client(ClientOptions(kubeconfig=str(apiserver.kubeconfig_for(
+        "admin", ("system:masters",), server=proxy.url))))
+    calls, g = Calls(), gauge()
+    e = elector(api, lease, calls, g).start()
+    try:
+        assert e.leading.wait(5)
+        proxy.partition("refuse")
+        cut = time.monotonic()
+        assert e.lost.wait(D + R + 2)
+        took = time.monotonic() - cut
+        assert D - 0.1 <= took <= D + R + 0.5, took
+        assert calls.stopped.is_set() and not e.leading.is_set() and g.labels(lease)._value.get() == 0
+        assert e.done.wait(1)  # the loop ended: no silent re-acquire
+    finally:
+        e.stop(release=False)
+        proxy.close()
+
+
+def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, lease: str) -> None:
+    """The old holder runs client-go's loop (ours, here counted as foreign): after the takeover
+    its renewals fail and it gives up within R + D, before the new holder starts leading."""
+    old = elector(admin, lease).start()
+    assert old.leading.wait(5)
+    new = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
+    try:
+        wait_until(lambda: new.takeovers == 1, 3, "the takeover")
+        taken = time.monotonic()
+        spec = read_lease(admin, lease)["spec"]
+        assert spec["holderIdentity"] == new.identity and spec["leaseTransitions"] == 1
+        assert not new.leading.is_set()
+        assert old.lost.wait(R + D + 1)
+        lost_after = time.monotonic() - taken
+        assert new.leading.wait(5)
+        lead_after = time.monotonic() - taken
+        wait = max(L, D + R) + R
+        assert lead_after >= wait - 0.2 and lost_after < lead_after, (lost_after, lead_after)
+        assert new.safe_takeover_wait(L) == pytest.approx(wait)
+    finally:
+        old.stop(release=False)
+        new.stop()
+
+
+def test_takeover_leaves_a_lease_held_by_one_of_ours(admin, lease: str) -> None:
+    ours = elector(admin, lease).start()
+    assert ours.leading.wait(5)
+    other = elector(admin, lease, takeover=True).start()  # default test: our annotation
+    try:
+        wait_until(lambda: other.leader() == ours.identity, 3, "observation")
+        assert not other.leading.wait(L + 4 * R)
+        assert other.takeovers == 0 and read_lease(admin, lease)["spec"]["holderIdentity"] == ours.identity
+    finally:
+        ours.stop(release=False)
+        other.stop(release=False)
