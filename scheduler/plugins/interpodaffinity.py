@@ -28,7 +28,7 @@ Score unless some existing pod has an affinity.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.core.framework import (
@@ -51,6 +51,7 @@ from scheduler.plugins.interpodaffinity_terms import (
     pod_terms,
     resolve_namespace_selectors,
 )
+from scheduler.plugins.topologycounts import Part, SumsCache, memo_entries, shape_id
 
 logger = logging.getLogger(__name__)
 
@@ -60,38 +61,32 @@ ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity
 
 _FILTER_KEY = NAME + "/filter"
 _SCORE_KEY = NAME + "/score"
-MEMO_LIMIT = 64
-"""Pod shapes remembered per node between two changes of the node."""
 
-Pair = tuple[str, str]
+# NodeSums groups of the incoming pod's required terms: (kind, topology key) -> value -> pods.
+_AFF, _ANTI = "affinity", "anti-affinity"
+
+Counts = dict[Any, dict[Any, int]]
+"""group -> key -> amount (the ``sums`` of a :class:`NodeSums`)."""
 
 
-def node_memo(ni: NodeInfo, plugin: str, key: Hashable, compute: Callable[[NodeInfo], Any]) -> Any:
-    """``compute(ni)``, memoized on the node under ``(plugin, key)`` until the node changes."""
-    memo = ni.memo.get(plugin)
-    if memo is None:
-        memo = ni.memo[plugin] = {}
-    value = memo.get(key)
-    if value is None:
-        if len(memo) >= MEMO_LIMIT:
-            memo.clear()
-        value = memo[key] = compute(ni)
-    return value
+def _where(t: AffinityTerm, labels: dict[str, str], out: list[tuple[Any, Any, int]], group: Any,
+           amount: int) -> None:
+    value = labels.get(t.topology_key)
+    if value is not None:
+        out.append((group, value, amount))
 
 
 class _FilterState:
-    __slots__ = ("affinity", "anti_affinity", "affinity_counts", "anti_counts", "existing_anti",
-                 "self_match")
+    __slots__ = ("affinity", "anti_affinity", "incoming", "existing", "self_match")
 
     def __init__(self, affinity: tuple[AffinityTerm, ...], anti_affinity: tuple[AffinityTerm, ...],
-                 affinity_counts: dict[Pair, int], anti_counts: dict[Pair, int],
-                 existing_anti: dict[str, set[str]], self_match: bool) -> None:
+                 incoming: Counts, existing: Counts, self_match: bool) -> None:
         self.affinity = affinity
         self.anti_affinity = anti_affinity
-        self.affinity_counts = affinity_counts
-        self.anti_counts = anti_counts
-        self.existing_anti = existing_anti
-        """topology key -> the values of domains where an existing pod's anti-affinity selects the pod."""
+        self.incoming = incoming
+        """(_AFF | _ANTI, topology key) -> domain -> existing pods matching the incoming pod's terms."""
+        self.existing = existing
+        """topology key -> domains where existing pods' required anti-affinity selects the pod."""
         self.self_match = self_match
 
 
@@ -103,6 +98,7 @@ class InterPodAffinity:
         self.hard_pod_affinity_weight = int(getattr(args, "hard_pod_affinity_weight", 1))
         self.ignore_preferred_terms_of_existing_pods = bool(
             getattr(args, "ignore_preferred_terms_of_existing_pods", False))
+        self._sums = SumsCache()
 
     # --- helpers ------------------------------------------------------------------
 
@@ -115,6 +111,27 @@ class InterPodAffinity:
         ns = self.handle.store("namespaces").get(namespace)
         return ((ns or {}).get("metadata") or {}).get("labels") or {}
 
+    def _count(self, key: tuple, compute: Callable[[NodeInfo], Part], nodes: Sequence[NodeInfo],
+               subset: Sequence[NodeInfo] | None = None) -> Counts:
+        """The sums over ``nodes`` of ``compute`` (one node's contribution for a pod shape).
+
+        ``subset``: the only nodes that can contribute. When it is small its parts are
+        summed afresh; otherwise the sums over all nodes are kept up to date across cycles.
+        """
+        sid = shape_id((NAME, *key))
+        if subset is not None and len(subset) * 4 < len(nodes):
+            out: Counts = {}
+            for part in memo_entries(subset, NAME, sid, compute):
+                for group, k, amount in part:
+                    by_key = out.get(group)
+                    if by_key is None:
+                        by_key = out[group] = {}
+                    by_key[k] = by_key.get(k, 0) + amount
+            return out
+        sums = self._sums.get(sid)
+        sums.refresh(nodes, lambda ns: memo_entries(ns, NAME, sid, compute))
+        return sums.sums
+
     # --- Filter -------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
@@ -122,104 +139,87 @@ class InterPodAffinity:
         if terms.errors:
             return unresolvable("parsing pod: " + "; ".join(terms.errors))
 
-        existing_anti = self._existing_anti_affinity(pod, snapshot.have_pods_with_required_anti_affinity())
-        if not terms.has_required and not existing_anti:
+        existing: Counts = {}
+        with_anti = snapshot.have_pods_with_required_anti_affinity()
+        if with_anti:
+            existing = self._existing_anti_affinity(pod, snapshot.list(), with_anti)
+        if not terms.has_required and not any(existing.values()):
             return SKIP
 
         affinity = anti = ()
-        affinity_counts: dict[Pair, int] = {}
-        anti_counts: dict[Pair, int] = {}
+        incoming: Counts = {}
         if terms.has_required:
             namespaces = self._namespaces()
             affinity = resolve_namespace_selectors(terms.required_affinity, namespaces)
             anti = resolve_namespace_selectors(terms.required_anti_affinity, namespaces)
-            affinity_counts, anti_counts = self._incoming_counts(affinity, anti, snapshot.list())
-        state[_FILTER_KEY] = _FilterState(
-            affinity, anti, affinity_counts, anti_counts, existing_anti,
-            matches_all(affinity, pod.namespace, pod.labels))
+            incoming = self._incoming_counts(affinity, anti, snapshot.list())
+        state[_FILTER_KEY] = _FilterState(affinity, anti, incoming, existing,
+                                          matches_all(affinity, pod.namespace, pod.labels))
         return None
 
-    def _existing_anti_affinity(self, pod: PodInfo, nodes: list[NodeInfo]) -> dict[str, set[str]]:
-        """The domains where an existing pod's required anti-affinity term selects ``pod``."""
-        if not nodes:
-            return {}
+    def _existing_anti_affinity(self, pod: PodInfo, nodes: Sequence[NodeInfo],
+                                subset: Sequence[NodeInfo]) -> Counts:
+        """Per topology key, the domains where an existing pod's required anti-affinity selects ``pod``."""
         namespace, labels = pod.namespace, pod.labels
         ns_labels = self._namespace_labels(namespace)
-        key = ("existing", namespace, frozenset(labels.items()), frozenset(ns_labels.items()))
 
-        def compute(ni: NodeInfo) -> tuple[Pair, ...]:
-            out = []
+        def compute(ni: NodeInfo) -> Part:
+            out: list[tuple[Any, Any, int]] = []
             node_labels = ni.labels
             for existing in ni.pods_with_required_anti_affinity.values():
                 for t in pod_terms(existing).required_anti_affinity:
                     if t.matches(namespace, labels, ns_labels):
-                        value = node_labels.get(t.topology_key)
-                        if value is not None:
-                            out.append((t.topology_key, value))
+                        _where(t, node_labels, out, t.topology_key, 1)
             return tuple(out)
 
-        domains: dict[str, set[str]] = {}
-        for ni in nodes:
-            for k, v in node_memo(ni, NAME, key, compute):
-                domains.setdefault(k, set()).add(v)
-        return domains
+        key = ("existing", namespace, frozenset(labels.items()), frozenset(ns_labels.items()))
+        return self._count(key, compute, nodes, subset)
 
     def _incoming_counts(self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
-                         nodes: list[NodeInfo]) -> tuple[dict[Pair, int], dict[Pair, int]]:
+                         nodes: Sequence[NodeInfo]) -> Counts:
         """Per domain, the existing pods matching all of ``affinity`` / each term of ``anti``."""
-        key = ("incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
 
-        def compute(ni: NodeInfo) -> tuple[tuple[Pair, ...], tuple[Pair, ...]]:
-            aff_out: list[Pair] = []
-            anti_out: list[Pair] = []
+        def compute(ni: NodeInfo) -> Part:
+            out: list[tuple[Any, Any, int]] = []
             node_labels = ni.labels
             for p in ni.pods.values():
                 if affinity and matches_all(affinity, p.namespace, p.labels):
                     for t in affinity:
-                        value = node_labels.get(t.topology_key)
-                        if value is not None:
-                            aff_out.append((t.topology_key, value))
+                        _where(t, node_labels, out, (_AFF, t.topology_key), 1)
                 for t in anti:
                     if t.matches(p.namespace, p.labels, None):
-                        value = node_labels.get(t.topology_key)
-                        if value is not None:
-                            anti_out.append((t.topology_key, value))
-            return tuple(aff_out), tuple(anti_out)
+                        _where(t, node_labels, out, (_ANTI, t.topology_key), 1)
+            return tuple(out)
 
-        affinity_counts: dict[Pair, int] = {}
-        anti_counts: dict[Pair, int] = {}
-        for ni in nodes:
-            aff_pairs, anti_pairs = node_memo(ni, NAME, key, compute)
-            for pair in aff_pairs:
-                affinity_counts[pair] = affinity_counts.get(pair, 0) + 1
-            for pair in anti_pairs:
-                anti_counts[pair] = anti_counts.get(pair, 0) + 1
-        return affinity_counts, anti_counts
+        key = ("incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
+        return self._count(key, compute, nodes)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         s: _FilterState | None = state.get(_FILTER_KEY)
         if s is None:
             return None
         labels = node.labels
+        incoming = s.incoming
         if s.affinity:
             found = True
-            counts = s.affinity_counts
             for t in s.affinity:
                 value = labels.get(t.topology_key)
                 if value is None:  # every topology key must be on the node, first pod or not
                     return unresolvable(ERR_AFFINITY)
-                if counts.get((t.topology_key, value), 0) <= 0:
+                if incoming.get((_AFF, t.topology_key), {}).get(value, 0) <= 0:
                     found = False
-            if not found and not (not counts and s.self_match):
-                return unresolvable(ERR_AFFINITY)
-        if s.anti_counts:
-            for t in s.anti_affinity:
-                value = labels.get(t.topology_key)
-                if value is not None and s.anti_counts.get((t.topology_key, value), 0) > 0:
-                    return unschedulable(ERR_ANTI_AFFINITY)
-        for key, values in s.existing_anti.items():
+            if not found:
+                # The first pod of a group with affinity to itself: no pod matches anywhere yet.
+                anywhere = any(by_value for (kind, _), by_value in incoming.items() if kind == _AFF)
+                if anywhere or not s.self_match:
+                    return unresolvable(ERR_AFFINITY)
+        for t in s.anti_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None and incoming.get((_ANTI, t.topology_key), {}).get(value, 0) > 0:
+                return unschedulable(ERR_ANTI_AFFINITY)
+        for key, by_value in s.existing.items():
             value = labels.get(key)
-            if value is not None and value in values:
+            if value is not None and by_value.get(value, 0) > 0:
                 return unschedulable(ERR_EXISTING_ANTI_AFFINITY)
         return None
 
@@ -235,89 +235,71 @@ class InterPodAffinity:
         if self.handle is None:
             return SKIP
         snapshot = self.handle.snapshot
-        scores: dict[str, dict[str, int]] = {}
-        self._score_existing_terms(pod, snapshot.have_pods_with_affinity(), scores)
+        parts: list[Counts] = []
+        with_affinity = snapshot.have_pods_with_affinity()
+        if with_affinity:
+            parts.append(self._score_existing_terms(pod, snapshot.list(), with_affinity))
         if has_constraints:
             namespaces = self._namespaces()
             preferred = (resolve_namespace_selectors(terms.preferred_affinity, namespaces),
                          resolve_namespace_selectors(terms.preferred_anti_affinity, namespaces))
-            self._score_incoming_terms(*preferred, snapshot.list(), scores)
-        if not scores:
+            parts.append(self._score_incoming_terms(*preferred, snapshot.list()))
+        parts = [p for p in parts if any(p.values())]
+        if not parts:
             return SKIP
-        state[_SCORE_KEY] = scores
+        state[_SCORE_KEY] = parts
         return None
 
-    def _score_existing_terms(self, pod: PodInfo, nodes: list[NodeInfo],
-                              scores: dict[str, dict[str, int]]) -> None:
-        """The existing pods' terms that select the incoming pod, by domain."""
-        if not nodes:
-            return
+    def _score_existing_terms(self, pod: PodInfo, nodes: Sequence[NodeInfo],
+                              subset: Sequence[NodeInfo]) -> Counts:
+        """The existing pods' terms that select the incoming pod: topology key -> domain -> weight."""
         namespace, labels = pod.namespace, pod.labels
         ns_labels = self._namespace_labels(namespace)
         hard_weight = self.hard_pod_affinity_weight
-        # Profiles share the NodeInfos, and may weigh required terms differently.
-        key = ("score-existing", hard_weight, namespace, frozenset(labels.items()),
-               frozenset(ns_labels.items()))
 
-        def compute(ni: NodeInfo) -> tuple[tuple[str, str, int], ...]:
-            out = []
+        def compute(ni: NodeInfo) -> Part:
+            out: list[tuple[Any, Any, int]] = []
             node_labels = ni.labels
-            if not node_labels:
-                return ()
-
-            def add(t: AffinityTerm, weight: int) -> None:
-                value = node_labels.get(t.topology_key)
-                if value is not None and t.matches(namespace, labels, ns_labels):
-                    out.append((t.topology_key, value, weight))
-
             for existing in ni.pods_with_affinity.values():
                 et = pod_terms(existing)
+                weighted = [(t, t.weight) for t in et.preferred_affinity]
+                weighted += [(t, -t.weight) for t in et.preferred_anti_affinity]
                 if hard_weight > 0:
-                    for t in et.required_affinity:
-                        add(t, hard_weight)
-                for t in et.preferred_affinity:
-                    add(t, t.weight)
-                for t in et.preferred_anti_affinity:
-                    add(t, -t.weight)
+                    weighted += [(t, hard_weight) for t in et.required_affinity]
+                for t, weight in weighted:
+                    if t.matches(namespace, labels, ns_labels):
+                        _where(t, node_labels, out, t.topology_key, weight)
             return tuple(out)
 
-        for ni in nodes:
-            for k, v, w in node_memo(ni, NAME, key, compute):
-                by_value = scores.setdefault(k, {})
-                by_value[v] = by_value.get(v, 0) + w
+        # Profiles share the NodeInfos, and may weigh required terms differently.
+        key = ("score-existing", hard_weight, namespace, frozenset(labels.items()), frozenset(ns_labels.items()))
+        return self._count(key, compute, nodes, subset)
 
     def _score_incoming_terms(self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
-                              nodes: list[NodeInfo], scores: dict[str, dict[str, int]]) -> None:
-        """The incoming pod's preferred terms matched by existing pods, by domain."""
-        key = ("score-incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
+                              nodes: Sequence[NodeInfo]) -> Counts:
+        """The incoming pod's preferred terms matched by existing pods: topology key -> domain -> weight."""
         weighted = [(t, t.weight) for t in affinity] + [(t, -t.weight) for t in anti]
 
-        def compute(ni: NodeInfo) -> dict[Pair, int]:
-            out: dict[Pair, int] = {}
+        def compute(ni: NodeInfo) -> Part:
+            out: list[tuple[Any, Any, int]] = []
             node_labels = ni.labels
             for t, weight in weighted:
-                value = node_labels.get(t.topology_key)
-                if value is None:
-                    continue
                 n = sum(1 for p in ni.pods.values() if t.matches(p.namespace, p.labels, None))
                 if n:
-                    pair = (t.topology_key, value)
-                    out[pair] = out.get(pair, 0) + n * weight
-            return out
+                    _where(t, node_labels, out, t.topology_key, n * weight)
+            return tuple(out)
 
-        for ni in nodes:
-            for (k, v), w in node_memo(ni, NAME, key, compute).items():
-                by_value = scores.setdefault(k, {})
-                by_value[v] = by_value.get(v, 0) + w
+        key = ("score-incoming", tuple(t.key for t in affinity), tuple(t.key for t in anti))
+        return self._count(key, compute, nodes)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        scores: dict[str, dict[str, int]] = state[_SCORE_KEY]
         labels = node.labels
         total = 0
-        for key, by_value in scores.items():
-            value = labels.get(key)
-            if value is not None:
-                total += by_value.get(value, 0)
+        for counts in state[_SCORE_KEY]:
+            for key, by_value in counts.items():
+                value = labels.get(key)
+                if value is not None:
+                    total += by_value.get(value, 0)
         return total
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:

@@ -38,7 +38,7 @@ import itertools
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.core.framework import (
@@ -64,8 +64,8 @@ from scheduler.plugins.helpers import (
     find_untolerated_taint,
     required_node_affinity,
 )
-from scheduler.plugins.interpodaffinity import node_memo
 from scheduler.plugins.interpodaffinity_terms import selector_key
+from scheduler.plugins.topologycounts import Part, SumsCache, memo_entries, shape_id
 
 logger = logging.getLogger(__name__)
 
@@ -177,15 +177,29 @@ class _FilterState:
 
 
 class _ScoreState:
-    __slots__ = ("constraints", "counts", "weights", "ignored", "shape")
+    __slots__ = ("scores",)
 
-    def __init__(self, constraints: tuple[Constraint, ...], counts: list[dict[str, int]],
-                 weights: list[float], ignored: set[str], shape: tuple) -> None:
-        self.constraints = constraints
+    def __init__(self, scores: dict[str, int]) -> None:
+        self.scores = scores
+        """Raw score of each filtered node; None for the nodes Score must leave out (missing a key)."""
+
+
+class _NodeEntry:
+    """One node's part in a pod's spreading: the memo entry of its shape."""
+
+    __slots__ = ("counts", "filter_part", "score_part", "score_part_all_keys")
+
+    def __init__(self, all_keys: bool, counts: tuple[int, ...], domains: tuple[tuple[int, str, int], ...],
+                 per_node: tuple[bool, ...]) -> None:
         self.counts = counts
-        self.weights = weights
-        self.ignored = ignored
-        self.shape = shape
+        """Per constraint, the matching pods on the node."""
+        # ``domains``: (constraint index, domain, matching pods) for the constraints whose inclusion
+        # policies admit the node; the domain is "" when the node lacks the key.
+        self.filter_part: Part = domains if all_keys else ()
+        """Filter counts only nodes with every key, and needs the domains without pods too."""
+        self.score_part: Part = tuple(d for d in domains if d[2] and not per_node[d[0]])
+        """Score sums pods by domain (hostname counts are read per node)."""
+        self.score_part_all_keys: Part = self.score_part if all_keys else ()
 
 
 def _count(ni: NodeInfo, namespace: str, selector: LabelSelector) -> int:
@@ -209,6 +223,7 @@ class PodTopologySpread:
         raw = SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else getattr(args, "default_constraints", ())
         self.default_constraints = tuple(_raw_constraint(c) for c in raw or ())
         self._memo_key = (NAME, next(_instances))  # per instance: profiles may default differently
+        self._sums = SumsCache()
 
     # --- the pod's constraints ------------------------------------------------------
 
@@ -240,8 +255,8 @@ class PodTopologySpread:
                      if c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY)
         return _PodConstraints(hard, soft)
 
-    def _shape(self, pod: PodInfo, constraints: tuple[Constraint, ...]) -> tuple:
-        """Everything a node's contribution depends on: the key of its memo entry."""
+    def _shape(self, pod: PodInfo, constraints: tuple[Constraint, ...]) -> int:
+        """Everything a node's contribution depends on, as the id of its memo entries."""
         affinity = tolerations = None
         if any(c.honor_affinity for c in constraints) and not required_node_affinity(pod).empty:
             spec = pod.spec
@@ -250,29 +265,33 @@ class PodTopologySpread:
                                    .get("requiredDuringSchedulingIgnoredDuringExecution")], sort_keys=True)
         if any(c.honor_taints for c in constraints):
             tolerations = json.dumps(pod.spec.get("tolerations") or [], sort_keys=True)
-        return (pod.namespace, tuple(c.key for c in constraints), affinity, tolerations)
+        return shape_id((NAME, pod.namespace, tuple(c.key for c in constraints), affinity, tolerations))
 
-    def _node_entries(self, pod: PodInfo, constraints: tuple[Constraint, ...], shape: tuple,
-                      nodes: list[NodeInfo]) -> list[tuple[bool, tuple[tuple[str | None, int], ...]]]:
-        """Per node: (has every topology key, per constraint (domain or None if excluded, matching pods))."""
+    def _node_entries(self, pod: PodInfo, constraints: tuple[Constraint, ...], shape: int,
+                      nodes: Sequence[NodeInfo]) -> list[_NodeEntry]:
+        """What each node contributes to the counts (memoized per node and pod shape)."""
         namespace = pod.namespace
         rna = required_node_affinity(pod)
         check_affinity = not rna.empty
         tolerations = pod.spec.get("tolerations") or ()
+        per_node = tuple(c.topology_key == HOSTNAME for c in constraints)
 
-        def compute(ni: NodeInfo) -> tuple[bool, tuple[tuple[str | None, int], ...]]:
+        def compute(ni: NodeInfo) -> _NodeEntry:
             labels = ni.labels
-            items = []
-            for c in constraints:
-                value: str | None = labels.get(c.topology_key, "")
+            counts = []
+            domains: list[tuple[int, str, int]] = []
+            for i, c in enumerate(constraints):
+                n = _count(ni, namespace, c.selector)
+                counts.append(n)
                 if c.honor_affinity and check_affinity and not rna.matches(labels, ni.name):
-                    value = None  # nodeAffinityPolicy: Honor
-                elif c.honor_taints and ni.taints and find_untolerated_taint(ni.taints, tolerations) is not None:
-                    value = None  # nodeTaintsPolicy: Honor
-                items.append((value, _count(ni, namespace, c.selector)))
-            return all(c.topology_key in labels for c in constraints), tuple(items)
+                    continue  # nodeAffinityPolicy: Honor
+                if c.honor_taints and ni.taints and find_untolerated_taint(ni.taints, tolerations) is not None:
+                    continue  # nodeTaintsPolicy: Honor
+                domains.append((i, labels.get(c.topology_key, ""), n))
+            return _NodeEntry(all(c.topology_key in labels for c in constraints), tuple(counts), tuple(domains),
+                              per_node)
 
-        return [node_memo(ni, NAME, shape, compute) for ni in nodes]
+        return memo_entries(nodes, NAME, shape, compute)
 
     # --- Filter -------------------------------------------------------------------
 
@@ -283,15 +302,11 @@ class PodTopologySpread:
         constraints = pc.hard
         if not constraints:
             return SKIP
-        counts: list[dict[str, int]] = [{} for _ in constraints]
         shape = self._shape(pod, constraints)
-        for all_keys, items in self._node_entries(pod, constraints, shape, snapshot.list()):
-            if not all_keys:
-                continue
-            for i, (value, n) in enumerate(items):
-                if value is not None:
-                    by_value = counts[i]
-                    by_value[value] = by_value.get(value, 0) + n
+        sums = self._sums.get(("filter", shape))
+        sums.refresh(snapshot.list(), lambda nodes: [
+            e.filter_part for e in self._node_entries(pod, constraints, shape, nodes)])
+        counts = [sums.group(i) for i in range(len(constraints))]
         # The global minimum is 0 while fewer than minDomains domains are eligible.
         minimums = [min(d.values()) if d and len(d) >= c.min_domains else 0
                     for c, d in zip(constraints, counts, strict=True)]
@@ -333,61 +348,53 @@ class PodTopologySpread:
         # Only the system defaults let nodes without a zone label still be spread by hostname.
         require_all = pc.own or not self.system_defaulted
         keys = [c.topology_key for c in constraints]
-        ignored: set[str] = set()
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        for ni in nodes:
-            labels = ni.labels
-            if require_all and not all(k in labels for k in keys):
-                ignored.add(ni.name)
-                continue
-            for i, k in enumerate(keys):
-                if k != HOSTNAME:  # per-node counts are read in Score
-                    counts[i].setdefault(labels.get(k, ""), 0)
-        weights = [math.log((len(nodes) - len(ignored) if k == HOSTNAME else len(counts[i])) + 2)
-                   for i, k in enumerate(keys)]
+        labels = [ni.labels for ni in nodes]
+        if require_all:
+            key_set = frozenset(keys)
+            scored = [key_set <= lb.keys() for lb in labels]  # nodes missing a key are left out
+        else:
+            scored = [True] * len(nodes)
+        n_scored = sum(scored)
+        # The domains of the scored nodes (hostname: each node is one; its count is read per node).
+        domains = [None if k == HOSTNAME else {lb.get(k, "") for lb, ok in zip(labels, scored, strict=True) if ok}
+                   for k in keys]
 
         shape = self._shape(pod, constraints)
-        for all_keys, items in self._node_entries(pod, constraints, shape, all_nodes):
-            if require_all and not all_keys:
-                continue
-            for i, (value, n) in enumerate(items):
-                by_value = counts[i]
-                if value is not None and value in by_value:
-                    by_value[value] += n
-        state[_SCORE_KEY] = _ScoreState(constraints, counts, weights, ignored, shape)
+        sums = self._sums.get(("score", shape, require_all))
+        sums.refresh(all_nodes, lambda ns: [
+            e.score_part_all_keys if require_all else e.score_part
+            for e in self._node_entries(pod, constraints, shape, ns)])
+
+        # Score is a lookup: every filtered node's raw score is computed here, one constraint at a time.
+        totals = [0.0] * len(nodes)
+        entries = None
+        for i, (c, k) in enumerate(zip(constraints, keys, strict=True)):
+            tolerance = c.max_skew - 1
+            if domains[i] is None:
+                weight = math.log(n_scored + 2)
+                if entries is None:
+                    entries = self._node_entries(pod, constraints, shape, nodes)
+                totals = [t + (e.counts[i] * weight + tolerance if k in lb else 0.0)
+                          for t, e, lb in zip(totals, entries, labels, strict=True)]
+            else:
+                weight = math.log(len(domains[i]) + 2)
+                matching = sums.group(i)
+                part = {v: matching.get(v, 0) * weight + tolerance for v in domains[i]}
+                totals = [t + part.get(lb.get(k), 0.0) for t, lb in zip(totals, labels, strict=True)]
+        # Go's math.Round for these non-negative scores; None: not scored.
+        scores = {ni.name: math.floor(t + 0.5) if ok else None
+                  for ni, t, ok in zip(nodes, totals, scored, strict=True)}
+        state[_SCORE_KEY] = _ScoreState(scores)
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        s: _ScoreState = state[_SCORE_KEY]
-        if node.name in s.ignored:
-            return 0
-        labels = node.labels
-        items = None
-        total = 0.0
-        for i, c in enumerate(s.constraints):
-            value = labels.get(c.topology_key)
-            if value is None:
-                continue
-            if c.topology_key == HOSTNAME:
-                if items is None:
-                    items = self._node_entries(pod, s.constraints, s.shape, [node])[0][1]
-                n = items[i][1]
-            else:
-                n = s.counts[i].get(value, 0)
-            total += n * s.weights[i] + (c.max_skew - 1)
-        return math.floor(total + 0.5)  # Go's math.Round, for non-negative scores
+        return state[_SCORE_KEY].scores.get(node.name) or 0
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
-        """Fewest matching pods scores 100: ``100 * (max + min - score) / max``; ignored nodes 0."""
-        s: _ScoreState = state[_SCORE_KEY]
-        ignored = s.ignored
-        valid = [v for name, v in scores.items() if name not in ignored]
-        lo = min(valid, default=0)
-        hi = max(valid, default=0)
-        for name, v in scores.items():
-            if name in ignored:
-                scores[name] = 0
-            elif hi == 0:
-                scores[name] = MAX_NODE_SCORE
-            else:
-                scores[name] = MAX_NODE_SCORE * (hi + lo - v) // hi
+        """Fewest matching pods scores 100: ``100 * (max + min - score) / max``; unscored nodes 0."""
+        raw = state[_SCORE_KEY].scores
+        valid = [v for name, v in scores.items() if raw.get(name, 0) is not None]
+        lo, hi = min(valid, default=0), max(valid, default=0)
+        scores.update({name: 0 if raw.get(name, 0) is None else
+                       MAX_NODE_SCORE if hi == 0 else MAX_NODE_SCORE * (hi + lo - v) // hi
+                       for name, v in scores.items()})

@@ -332,3 +332,19 @@ def test_score_own_constraints_ignore_nodes_missing_a_key() -> None:
     # With the pod's own constraints every key is required: node-b gets 0 and is left out of min/max.
     nodes = [*hostnames(2, names="a"), node("node-b", {"other": "x"}), *hostnames(0, names="c")]
     assert run_score(incoming(soft(1, HOSTNAME)), nodes) == {"node-a": 0, "node-b": 0, "node-c": 100}
+
+
+def test_score_counts_only_nodes_with_every_key_for_own_constraints() -> None:
+    # node-c (not a candidate) is in zone1 but has no rack label: its pods count for no domain.
+    f = {"foo": ""}
+    nodes = [node("node-a", {"zone": "zone1", "rack": "r1"}, [f]), node("node-b", {"zone": "zone2", "rack": "r2"}, [f])]
+    failed = [node("node-c", {"zone": "zone1"}, [f] * 5)]
+    pod = incoming(soft(1, "zone"), soft(1, "rack"))
+    assert run_score(pod, nodes, failed) == {"node-a": 100, "node-b": 100}
+
+
+def test_score_system_defaults_skip_the_hostname_term_of_nodes_without_it() -> None:
+    # Raw: node-a round(2*log(5) + 2) = 5 (hostname maxSkew 3), node-b 0 + 2, node-c (no hostname label) 0.
+    nodes = [*hostnames(2, 0, names="ab", labels={"foo": ""}), node("node-c", {}, [{"foo": ""}] * 2)]
+    pod = owned("ReplicaSet", {"foo": ""})
+    assert run_score(pod, nodes) == {"node-a": 0, "node-b": 60, "node-c": 100}  # 100 * (5 + 0 - 2) // 5
