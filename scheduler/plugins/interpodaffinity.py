@@ -16,13 +16,12 @@ Semantics are kube-scheduler's (``pkg/scheduler/framework/plugins/interpodaffini
   preferred terms and, weighted by ``hardPodAffinityWeight``, their required
   affinity terms that the incoming pod matches; min-max normalized to 0..100.
 
-Cost: PreFilter and PreScore count matches once per cycle into maps keyed by
-(topology key, value), so Filter and Score are a few dict lookups. What one
-node contributes is memoized on the node (``NodeInfo.memo``, cleared whenever
-the node or its pods change) per pod shape, so the next pod of the same
-workload only recounts the nodes that changed. A pod without terms skips
-Filter unless an existing pod's required anti-affinity selects it, and skips
-Score unless some existing pod has an affinity.
+Cost: PreFilter and PreScore count matches into maps keyed by topology key
+and value, so Filter and Score are a few dict lookups. The counts of a pod
+shape are kept across cycles (:mod:`scheduler.plugins.topologycounts`): the
+next pod of the same workload only recounts the nodes that changed. A pod
+without terms skips Filter unless an existing pod's required anti-affinity
+selects it, and skips Score unless some existing pod has an affinity.
 """
 
 from __future__ import annotations
