@@ -10,6 +10,14 @@ import pytest
 from tests.apiserver import apiserver, current  # noqa: F401 - registers the session fixture
 
 
+@pytest.fixture(autouse=True)
+def _apiserver_for_marked_tests(request: pytest.FixtureRequest) -> None:
+    """A test marked ``apiserver`` gets the API server (or fails with "run make tools first")
+    even when it does not ask for the fixture by name."""
+    if request.node.get_closest_marker("apiserver") is not None:
+        request.getfixturevalue("apiserver")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
     """When a test that used the API server fails, show the end of the etcd/kube-apiserver logs."""

@@ -244,7 +244,10 @@ class Informer:
         while not self._stop.is_set():
             try:
                 if rv is None:
+                    self._progress = False
                     rv = self._list_and_replace()
+                    if rv is None:
+                        break
                     self._synced.set()
                     failures = 0
                 rv = self._watch(rv)
@@ -281,7 +284,9 @@ class Informer:
         q.extend((k, v) for k, v in params.items() if v is not None)
         return q
 
-    def _list_and_replace(self) -> str:
+    def _list_and_replace(self) -> str | None:
+        """List every page, replace the store, deliver the differences; the list's RV
+        (None when stopped meanwhile)."""
         items: dict[str, Obj] = {}
         cont: str | None = None
         rv = ""
@@ -302,8 +307,10 @@ class Informer:
             meta = page.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
             cont = meta.get("continue")
-            if not cont or self._stop.is_set():
+            if not cont:
                 break
+            if self._stop.is_set():  # a partial list must not replace the store
+                return None
         self.stats.lists += 1
         self.resource_version = rv
         old = self.store._replace(items)
