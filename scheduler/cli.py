@@ -40,6 +40,8 @@ DELEGATED = {
     "churn": ("scheduler.deploy.churn", "delete pods on a timer so they are scheduled again"),
     "finalize-namespace": ("scheduler.deploy.finalize_namespace",
                            "remove the finalizers of a namespace stuck in Terminating"),
+    "deploy": ("scheduler.deploy.deploy", "deploy lease|static|prometheus to the cluster and wait for it"),
+    "restore": ("scheduler.deploy.restore", "give scheduling back to kube-scheduler and remove what deploy made"),
 }
 
 _LEADER_FLAGS = {

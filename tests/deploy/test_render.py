@@ -408,3 +408,11 @@ def test_render_errors_are_one_line(argv: list[str], message: str, capsys: pytes
     assert code == 1 and out == ""
     assert err.startswith(message)
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["render", "deploy", "restore", "churn", "finalize-namespace"])
+def test_the_dynamic_scheduler_command_reaches_each_module(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.cli import main
+
+    assert main([command, "--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: dynamic-scheduler {command} ")

@@ -1,0 +1,164 @@
+"""``dynamic-scheduler restore [lease] [static] [prometheus] [all]``: back to kube-scheduler, ours removed.
+
+Default: ``lease static`` (the scheduler; static only with ``--kind-cluster`` or
+``--manifest-dir``, the way to reach the nodes); ``all`` adds prometheus. In
+that order:
+
+- **static**: on each control-plane node our manifest goes, kube-scheduler's
+  comes back if we had moved it aside, our files go; then the wait until our
+  mirror pod is gone and kube-scheduler's is Ready, and the beside-mode RBAC
+  objects are deleted;
+- **lease** and **prometheus**: their Deployment is deleted first and the
+  command waits for its pods to be gone (a stopping scheduler still needs its
+  RBAC to release the Lease), then the other objects in reverse apply order.
+  The Namespace goes only if we created it and no Deployment is left in it.
+
+If the scheduler's Lease was held by one of ours, the command waits until
+kube-scheduler holds it again and prints the holder. Restoring twice is fine:
+what is already gone is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from scheduler.cluster.leaderelection import annotated_as_ours
+from scheduler.deploy import cmdline, static
+from scheduler.deploy.kube import Cluster, Need
+from scheduler.deploy.templates import labels, render
+from scheduler.deploy.values import LoadedValues, override
+from scheduler.deploy.waiting import holder, holder_host, list_pods, read_lease, wait_holder, wait_pods_gone
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 300.0
+LEASES = "coordination.k8s.io"
+ORDER = ("static", "lease", "prometheus")
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _selector(component: str) -> str:
+    lb = labels(component)
+    return ",".join(f"{k}={lb[k]}" for k in ("app.kubernetes.io/name", "app.kubernetes.io/component"))
+
+
+def _remove_method(api: ApiClient, objects: list[dict[str, Any]], namespace: str, component: str,
+                   timeout: float, doing: str) -> None:
+    """Workloads first, wait for their pods to go, then the rest."""
+    cluster = Cluster(api)
+    cluster.require([*cluster.needs_for(objects, ("get", "delete")), Need("list", "pods", "", namespace)], doing)
+    workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
+    rest = [o for o in objects if o not in workloads]
+    cluster.delete(workloads, doing=doing, check_access=False)
+    wait_pods_gone(api, namespace, _selector(component), timeout, what=f"{component} pods gone")
+    cluster.delete(rest, doing=doing, check_access=False)
+
+
+def _not_ours(names: set[str]) -> Any:
+    def wanted(lease: dict[str, Any] | None) -> bool:
+        h = holder(lease)
+        return bool(h) and holder_host(h) not in names and not annotated_as_ours(lease or {})
+
+    return wanted
+
+
+def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], timeout: float) -> None:
+    h, took = wait_holder(api, lease_ns, lease_name, _not_ours(names),
+                          f"Lease {lease_ns}/{lease_name} back with kube-scheduler", timeout)
+    _out(f"{lease_ns}/{lease_name} is held by {h} again ({took:.1f}s after ours were gone)")
+
+
+def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:
+    v = values.data
+    le_ns, le_name = v["leaderElection"]["resourceNamespace"], v["leaderElection"]["resourceName"]
+    ours = {p.metadata.name for p in list_pods(api, v["namespace"], _selector("scheduler"))}
+    lease = read_lease(api, le_ns, le_name)
+    held = bool(holder(lease)) and not _not_ours(ours)(lease)
+    _remove_method(api, render("lease", values, root).objects, v["namespace"], "scheduler", timeout, "restore lease")
+    if held:
+        _wait_back(api, le_ns, le_name, ours, timeout)
+    else:
+        _out(f"{le_ns}/{le_name} is held by {holder(read_lease(api, le_ns, le_name)) or 'nobody'} "
+             f"(it was not ours)")
+
+
+def restore_prometheus(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:
+    v = values.data
+    if v["prometheus"]["discovery"] == "static" and not v["prometheus"]["nodes"]:
+        values = override(values, "prometheus.nodes", ["unused"], "restore")  # names only matter in the config
+    _remove_method(api, render("prometheus", values, root).objects, v["namespace"], "prometheus", timeout,
+                   "restore prometheus")
+    _out("prometheus is removed")
+
+
+def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.Namespace) -> None:
+    if ns.manifest_dir:
+        values = override(values, "static.manifestDir", ns.manifest_dir, "--manifest-dir")
+    targets = static.node_targets(ns, api)
+    v = values.data
+    paths = static.Paths.of(v)
+    cluster = Cluster(api)
+    le_ns, le_name = v["leaderElection"]["resourceNamespace"], v["leaderElection"]["resourceName"]
+    cluster.require([Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, le_ns, le_name)],
+                    "restore static")
+    held = annotated_as_ours(read_lease(api, le_ns, le_name) or {})
+    removed = [static.uninstall(fs, paths) for fs in targets]
+    for r in removed:
+        static.wait_mirror_gone(api, static.mirror_pod(paths.pod_name, r.node), ns.timeout)
+        if r.kube_scheduler_restored:
+            static.wait_mirror_ready(api, static.mirror_pod(static.KUBE_SCHEDULER, r.node), None, ns.timeout)
+        _out(f"{r.node}: our static pod is gone" +
+             (", kube-scheduler's manifest is back and its pod Ready" if r.kube_scheduler_restored else ""))
+    beside = override(values, "static.mode", "beside", "restore")  # the only mode with API objects
+    cluster.delete(render("static", beside, root).objects, doing="restore static")
+    if held:
+        _wait_back(api, le_ns, le_name, set(), ns.timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = cmdline.parser("restore", "Give scheduling back to kube-scheduler and remove what deploy created.")
+    p.add_argument("methods", nargs="*", choices=(*ORDER, "all"), metavar="lease|static|prometheus|all",
+                   help="what to remove (default: lease static; all: lease static prometheus)")
+    cmdline.add_values_flags(p)
+    cmdline.add_cluster_flags(p)
+    p.add_argument("--timeout", type=cmdline.positive_float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})")
+    static.add_node_flags(p)
+    cmdline.add_log_flags(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = build_parser()
+
+    def body() -> int:
+        ns = p.parse_args(argv)
+        cmdline.setup_logging(ns.v)
+        asked = set(ns.methods)
+        methods = set(ORDER) if "all" in asked else (asked or {"lease", "static"})
+        if "static" in methods and not static.has_node_flags(ns):
+            if "static" in asked or "all" in asked:
+                raise cmdline.UsageError("static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes")
+            methods.discard("static")
+            logger.info("Skipping static: no --kind-cluster or --manifest-dir to reach the nodes")
+        root, values = cmdline.load(ns)
+        api = cmdline.connect(ns.kubeconfig, ns.context)
+        for m in ORDER:
+            if m == "static" and m in methods:
+                restore_static(api, values, root, ns)
+            elif m == "lease" and m in methods:
+                restore_lease(api, values, root, ns.timeout)
+            elif m == "prometheus" and m in methods:
+                restore_prometheus(api, values, root, ns.timeout)
+        return 0
+
+    return cmdline.run("restore", body)

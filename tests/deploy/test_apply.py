@@ -1,0 +1,231 @@
+"""Deploying against a real API server: server-side dry run of every manifest, all-or-nothing apply,
+access checks, and restore. No kubelet or controller-manager runs here, so Deployments never roll out:
+these tests stop where the deploy starts waiting (the kind e2e suite covers the rest)."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import socket
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.deploy import deploy, restore
+from scheduler.deploy.kube import Cluster
+from scheduler.deploy.templates import FIELD_MANAGER
+from scheduler.deploy.waiting import holder, read_lease
+from tests.apiserver import ControlPlane
+from tests.deploy.cluster_util import existing, namespace_state
+from tests.deploy.util import METHODS, all_objects, error_of, rendered, run_main
+
+pytestmark = pytest.mark.apiserver
+
+
+def dry_run(admin: ApiClient, obj: dict[str, Any]) -> None:
+    cluster = Cluster(admin)
+    res = cluster.resource(obj)
+    cluster.dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
+                                  namespace=obj["metadata"].get("namespace") if res.namespaced else None,
+                                  field_manager=FIELD_MANAGER, dry_run="All")
+
+
+def cleanup(apiserver: ControlPlane, *argv: str) -> None:
+    """Remove what a test deployed (restore is what users run; its exit code is checked where it matters)."""
+    restore.main([*argv, "--kubeconfig", apiserver.kubeconfig, "--timeout", "30"])
+
+
+# --- the server accepts every manifest ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("sets", [(), ("static.mode=replace", "takeover=false", "nodeName=n1")])
+@pytest.mark.parametrize("method", METHODS)
+def test_server_side_dry_run_of_every_rendered_object(admin: ApiClient, namespace: str, method: str,
+                                                      sets: tuple[str, ...]) -> None:
+    objects = all_objects(rendered(method, f"namespace={namespace}", *sets))
+    assert objects
+    for obj in objects:
+        dry_run(admin, obj)
+    assert existing(admin, [o for o in objects if o["kind"] != "Namespace"]) == []
+
+
+def test_the_scheduler_pods_priority_class_is_admitted_in_our_namespace(admin: ApiClient, namespace: str) -> None:
+    """system-cluster-critical outside kube-system (allowed since Kubernetes 1.17): the pod the
+    Deployment would create passes admission in our namespace; an unknown class does not."""
+    dep = rendered("lease", f"namespace={namespace}").objects[-1]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace},
+           "spec": copy.deepcopy(dep["spec"]["template"]["spec"])}
+    pod["spec"]["serviceAccountName"] = "default"
+    core = CoreV1Api(admin)
+    created = core.create_namespaced_pod(namespace, pod, dry_run="All")
+    assert created.spec.priority == 2000000000
+    pod["spec"]["priorityClassName"] = "no-such-class"
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(namespace, pod, dry_run="All")
+    assert info.value.status == 403 and "no PriorityClass with name no-such-class" in info.value.body
+
+
+# --- all or nothing ----------------------------------------------------------------------------
+
+
+def test_apply_creates_everything_then_restore_removes_it(apiserver: ControlPlane, admin: ApiClient, unique: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    sets = [f"namespace={unique}"]
+    objects = rendered("lease", *sets).objects
+    try:
+        created = Cluster(admin).apply(objects)  # the namespace does not exist yet
+        assert [o["kind"] for o in created] == [o["kind"] for o in objects]
+        assert len(existing(admin, objects)) == len(objects)
+        dep = AppsV1Api(admin).read_namespaced_deployment("dynamic-scheduler", unique)
+        assert {m.manager for m in dep.metadata.managed_fields} == {FIELD_MANAGER}
+        assert Cluster(admin).apply(objects) == []  # idempotent: nothing new
+        argv = ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "30", "--set", sets[0]]
+        code, out, err = run_main(restore.main, argv, capsys)
+        assert code == 0, err
+        assert "kube-system/kube-scheduler is held by" in out and "(it was not ours)" in out
+        assert existing(admin, objects) == []
+        assert namespace_state(admin, unique) == "Terminating"  # ours and empty: deleted
+        code, _, err = run_main(restore.main, argv, capsys)  # again: nothing to do, still fine
+        assert code == 0, err
+    finally:
+        cleanup(apiserver, "lease", "--set", sets[0])
+
+
+def test_a_manifest_the_server_rejects_changes_nothing(apiserver: ControlPlane, admin: ApiClient, unique: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """requests above limits passes our schema and the offline schema, but not the API server."""
+    sets = ["--set", f"namespace={unique}", "--set", "resources.requests.cpu=2", "--set", "resources.limits.cpu=1"]
+    objects = rendered("lease", f"namespace={unique}").objects
+    try:
+        code, out, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, *sets], capsys)
+        assert (code, out) == (1, "")
+        err = error_of(err)
+        assert err.startswith("error: deploy: the server rejects (dry run; nothing was changed):\n"
+                              f"  Deployment {unique}/dynamic-scheduler: 422 ")
+        assert "must be less than or equal to cpu limit" in err
+        assert existing(admin, objects) == []
+        # the namespace had to exist for the dry run of what goes in it; it was deleted again
+        assert namespace_state(admin, unique) in ("absent", "Terminating")
+    finally:
+        cleanup(apiserver, "lease", "--set", f"namespace={unique}")
+
+
+def test_into_an_existing_namespace_a_rejected_deploy_touches_nothing(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    before = CoreV1Api(admin).read_namespace(namespace).metadata.resource_version
+    sets = ["--set", f"namespace={namespace}", "--set", "resources.requests.memory=2Gi",
+            "--set", "resources.limits.memory=1Gi"]
+    code, _, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, *sets], capsys)
+    assert code == 1 and "nothing was changed" in error_of(err)
+    assert existing(admin, rendered("lease", f"namespace={namespace}").objects) == [f"Namespace {namespace}"]
+    assert CoreV1Api(admin).read_namespace(namespace).metadata.resource_version == before
+
+
+def test_without_access_deploy_stops_before_changing_anything(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user who may read everything and write nothing: the access check lists what deploy needs."""
+    user = f"viewer-{namespace}"
+    rbac = RbacAuthorizationV1Api(admin)
+    rbac.create_cluster_role({"metadata": {"name": user}, "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+        "subjects": [{"kind": "User", "name": user}]})
+    try:
+        kubeconfig = apiserver.kubeconfig_for(user)
+        code, out, err = run_main(deploy.main, ["lease", "--kubeconfig", str(kubeconfig), "--set",
+                                                f"namespace={namespace}"], capsys)
+        assert (code, out) == (1, "")
+        err = error_of(err)
+        assert err.startswith("error: deploy: deploy lease: not allowed to ")
+        assert err.endswith("(nothing was changed)\n") and err.count("\n") == 1
+        assert f"patch deployments.apps dynamic-scheduler in namespace {namespace}" in err
+        assert "patch clusterroles.rbac.authorization.k8s.io dynamic-scheduler;" in err
+        assert "get deployments.apps" not in err
+        assert existing(admin, rendered("lease", f"namespace={namespace}").objects) == [f"Namespace {namespace}"]
+    finally:
+        rbac.delete_cluster_role_binding(user)
+        rbac.delete_cluster_role(user)
+
+
+def test_a_user_who_cannot_read_the_objects_is_told_so(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = apiserver.kubeconfig_for(f"nobody-{namespace}")
+    code, _, err = run_main(deploy.main, ["prometheus", "--kubeconfig", str(kubeconfig), "--set",
+                                          f"namespace={namespace}"], capsys)
+    assert code == 1
+    # the first thing deploy prometheus reads is the node list (for static discovery)
+    assert error_of(err) == "error: deploy: deploy prometheus: not allowed to list nodes (nothing was changed)\n"
+
+
+def test_a_namespace_that_is_not_ours_is_left_alone(apiserver: ControlPlane, admin: ApiClient, namespace: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    objects = rendered("lease", f"namespace={namespace}").objects
+    try:
+        created = Cluster(admin).apply(objects)
+        assert "Namespace" not in [o["kind"] for o in created]
+        labels = CoreV1Api(admin).read_namespace(namespace).metadata.labels or {}
+        assert "app.kubernetes.io/managed-by" not in labels
+        code, _, err = run_main(restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig,
+                                               "--set", f"namespace={namespace}"], capsys)
+        assert code == 0, err
+        assert namespace_state(admin, namespace) == "Active"
+        assert existing(admin, objects) == [f"Namespace {namespace}"]
+    finally:
+        cleanup(apiserver, "lease", "--set", f"namespace={namespace}")
+
+
+# --- restore gives the Lease back --------------------------------------------------------------
+
+
+def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Lease names one of ours; the real kube-scheduler takes it once it lapses.
+
+    The Lease lives in the test's namespace under kube-scheduler's name: the built-in
+    system:kube-scheduler role may update Leases called kube-scheduler, in any namespace."""
+    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
+    Cluster(admin).apply(rendered("lease", f"namespace={namespace}",
+                                  f"leaderElection.resourceNamespace={namespace}").objects)
+    ours = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    CoordinationV1Api(admin).create_namespaced_lease(namespace, {
+        "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
+        "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now}})
+    ks = apiserver.start_kube_scheduler({"leaderElection": {
+        "leaderElect": True, "resourceNamespace": namespace, "resourceName": "kube-scheduler",
+        "leaseDuration": "6s", "renewDeadline": "4s", "retryPeriod": "1s"}})
+    try:
+        code, out, err = run_main(restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig,
+                                                 "--timeout", "60", *sets], capsys)
+        assert code == 0, err + ks.tail()
+        h = holder(read_lease(admin, namespace, "kube-scheduler"))
+        assert h.startswith(socket.gethostname() + "_") and h != ours
+        assert out.startswith(f"{namespace}/kube-scheduler is held by {h} again (")
+    finally:
+        ks.stop()
+        cleanup(apiserver, "lease", *sets)
+
+
+def test_restore_static_needs_a_way_to_the_nodes(apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(restore.main, ["static", "--kubeconfig", apiserver.kubeconfig], capsys)
+    assert (code, out) == (1, "")
+    assert error_of(err) == "error: restore: static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes\n"
+
+
+def test_deploy_static_stops_when_the_node_is_not_kubeadms(apiserver: ControlPlane, admin: ApiClient, tmp_path: Any,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Run on 'the node' (--manifest-dir) without kubeadm's scheduler.conf: refused, nothing written,
+    and the beside-mode RBAC objects were not applied either."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
+            "--set", f"static.configDir={tmp_path}/ds", "--set", f"static.kubeconfig={tmp_path}/scheduler.conf"]
+    code, out, err = run_main(deploy.main, argv, capsys)
+    assert (code, out) == (1, "")
+    assert error_of(err).startswith(f"error: deploy: n1: {tmp_path}/scheduler.conf not found")
+    assert list(tmp_path.rglob("*")) == [manifests]
+    assert existing(admin, rendered("static").objects) == []

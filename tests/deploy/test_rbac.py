@@ -1,0 +1,158 @@
+"""The lease method's ServiceAccount: exactly the access the scheduler's code uses.
+
+Two sides, both against the real API server:
+
+- *nothing more*: a SelfSubjectRulesReview as the ServiceAccount, minus what any
+  authenticated ServiceAccount may do, equals the expected list, rule by rule;
+- *nothing less*: as the ServiceAccount, the scheduler's own code does its work:
+  the informers list and watch every resource of ``scheduler.cluster.informers``,
+  the Binder binds and writes the PodScheduled condition, the EventRecorder
+  writes events, the LeaderElector takes, renews and releases the Lease.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient, AuthorizationV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.cluster.binder import Binder
+from scheduler.cluster.client import api_request
+from scheduler.cluster.events import EventRecorder
+from scheduler.cluster.informers import RESOURCES
+from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.deploy.kube import Cluster
+from scheduler.deploy.waiting import poll
+from tests.apiserver import ControlPlane
+from tests.deploy.cluster_util import make_pod, service_account_client
+from tests.deploy.util import rendered
+
+pytestmark = pytest.mark.apiserver
+
+Rule = tuple[str, str, str, str]
+"""(verb, apiGroup, resource, resourceName or "")."""
+
+CLUSTER_WIDE: set[Rule] = {
+    *{(v, "", "pods", "") for v in ("get", "list", "watch")},
+    *{(v, "", r, "") for v in ("list", "watch") for r in ("namespaces", "nodes", "persistentvolumeclaims",
+                                                           "persistentvolumes")},
+    *{(v, "storage.k8s.io", r, "") for v in ("list", "watch") for r in ("csinodes", "storageclasses")},
+    ("create", "", "pods/binding", ""),
+    ("patch", "", "pods/status", ""),
+    ("patch", "", "persistentvolumeclaims", ""),
+    ("create", "events.k8s.io", "events", ""),
+    ("patch", "events.k8s.io", "events", ""),
+}
+LEADER_ELECTION: set[Rule] = {
+    ("create", "coordination.k8s.io", "leases", ""),
+    ("get", "coordination.k8s.io", "leases", "kube-scheduler"),
+    ("update", "coordination.k8s.io", "leases", "kube-scheduler"),
+}
+
+
+@pytest.fixture
+def deployed(apiserver: ControlPlane, admin: ApiClient) -> Iterator[str]:
+    """The lease method's objects in a fresh namespace, whose Leases go in that namespace too
+    (kube-system/kube-scheduler is left to the tests of scheduler/cluster)."""
+    ns = f"r-{uuid.uuid4().hex[:8]}"
+    objects = rendered("lease", f"namespace={ns}", f"leaderElection.resourceNamespace={ns}").objects
+    cluster = Cluster(admin)
+    cluster.apply(objects)
+    try:
+        yield ns
+    finally:
+        cluster.delete([o for o in objects if o["kind"] != "Deployment"])
+
+
+def rules(api: ApiClient, namespace: str) -> set[Rule]:
+    review = AuthorizationV1Api(api).create_self_subject_rules_review(
+        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": namespace}})
+    assert not review.status.incomplete, review.status.evaluation_error
+    out: set[Rule] = set()
+    for r in review.status.resource_rules:
+        for verb in r.verbs:
+            for group in r.api_groups or [""]:
+                for resource in r.resources or []:
+                    for name in r.resource_names or [""]:
+                        out.add((verb, group, resource, name))
+    return out
+
+
+def test_the_service_account_may_do_exactly_this(apiserver: ControlPlane, admin: ApiClient, deployed: str) -> None:
+    ns = deployed
+    ours = service_account_client(apiserver, ns, "dynamic-scheduler")
+    anyone = service_account_client(apiserver, ns, "someone-else")  # bound to nothing of ours
+    other_ns = "default"
+    baseline = rules(anyone, other_ns)
+    assert rules(ours, other_ns) - baseline == CLUSTER_WIDE
+    assert rules(ours, ns) - rules(anyone, ns) == CLUSTER_WIDE | LEADER_ELECTION
+
+
+def test_the_service_account_runs_the_schedulers_code(apiserver: ControlPlane, admin: ApiClient,
+                                                      deployed: str) -> None:
+    ns = deployed
+    sa = service_account_client(apiserver, ns, "dynamic-scheduler")
+    # the informers: a list and a watch of each resource
+    for res in RESOURCES.values():
+        api_request(sa, "GET", res.path, query=[("limit", 1)])
+        resp = sa.call_api(res.path, "GET", query_params=[("watch", "true"), ("timeoutSeconds", 1)],
+                           auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        resp.release_conn()
+    core = CoreV1Api(admin)
+    node = f"n-{ns}"
+    core.create_node({"metadata": {"name": node}})
+    try:
+        # the binder: a bind, and PodScheduled=False on a pod that fits nowhere
+        a, b = make_pod(admin, ns, "a"), make_pod(admin, ns, "b")
+        assert Binder(sa).bind(ns, "a", a.metadata.uid, node).bound
+        assert core.read_namespaced_pod("a", ns).spec.node_name == node
+        assert Binder(sa).set_unschedulable(admin.sanitize_for_serialization(b), "0/1 nodes are available")
+        # events
+        recorder = EventRecorder(sa).start()
+        recorder.scheduled(admin.sanitize_for_serialization(core.read_namespaced_pod("a", ns)), node, "default-scheduler")
+        assert recorder.flush(10)
+        recorder.stop()
+        assert (recorder.stats.written, recorder.stats.failed) == (1, 0)
+        # a series update is a patch of the event (as the recorder does for repeats)
+        (ev,) = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+        api_request(sa, "PATCH", f"/apis/events.k8s.io/v1/namespaces/{ns}/events/{ev['metadata']['name']}",
+                    body={"series": {"count": 2, "lastObservedTime": ev["eventTime"]}},
+                    content_type="application/merge-patch+json")
+    finally:
+        core.delete_node(node)
+    # leader election: take, renew, release the Lease named kube-scheduler
+    elector = LeaderElector(sa, LeaderElectionConfig(namespace=ns, name="kube-scheduler", lease_duration=3,
+                                                     renew_deadline=2, retry_period=0.5)).start()
+    try:
+        assert elector.leading.wait(15), "never led"
+        first = _lease(admin, ns)["renewTime"]
+        poll("a renewal", lambda: (_lease(admin, ns)["renewTime"] != first, "not renewed yet"), 10, interval=0.1)
+    finally:
+        elector.stop(release=True)
+    assert not elector.lost.is_set()
+    lease = api_request(admin, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kube-scheduler")
+    assert not lease["spec"].get("holderIdentity")
+
+
+def _lease(admin: ApiClient, ns: str) -> Any:
+    return api_request(admin, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kube-scheduler")["spec"]
+
+
+def test_and_nothing_else(apiserver: ControlPlane, admin: ApiClient, deployed: str) -> None:
+    ns = deployed
+    sa = service_account_client(apiserver, ns, "dynamic-scheduler")
+    refused = [
+        ("GET", "/api/v1/nodes/any"),
+        ("DELETE", f"/api/v1/namespaces/{ns}/pods/any"),
+        ("GET", "/api/v1/secrets"),
+        ("PUT", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/another"),
+        ("POST", f"/api/v1/namespaces/{ns}/events"),
+    ]
+    for method, path in refused:
+        with pytest.raises(ApiException) as info:
+            api_request(sa, method, path, body={} if method in ("PUT", "POST") else None)
+        assert info.value.status == 403, (method, path)
