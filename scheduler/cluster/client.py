@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import threading
 import time
@@ -173,10 +172,6 @@ def new_api_client(opts: ClientOptions | None = None) -> client.ApiClient:
     logger.log(V(2), "Built API client", extra=kv(source=source, host=cfg.host, qps=opts.qps, burst=opts.burst,
                                                  poolMaxsize=opts.pool_maxsize))
     return api
-
-
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT"))
 
 
 def read_json(resp: Any) -> Any:

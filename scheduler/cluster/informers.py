@@ -149,7 +149,8 @@ class InformerStats:
     expired: int = 0
     """410 Gone answers (each one causes a relist)."""
     watch_errors: int = 0
-    """Watches that ended with a connection error, a read timeout or an ERROR event other than 410."""
+    """Lists or watches that failed: connection errors, read timeouts, API errors, ERROR events
+    other than 410 (each one is followed by a backoff)."""
     events: int = 0
     bookmarks: int = 0
     handler_errors: int = 0
