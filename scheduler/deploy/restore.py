@@ -29,6 +29,7 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.leaderelection import annotated_as_ours
 from scheduler.deploy import cmdline, static
+from scheduler.deploy.cmdline import DeployError
 from scheduler.deploy.kube import Cluster, Need
 from scheduler.deploy.templates import labels, render
 from scheduler.deploy.values import LoadedValues, override
@@ -72,8 +73,12 @@ def _not_ours(names: set[str]) -> Any:
 
 
 def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], timeout: float) -> None:
-    h, took = wait_holder(api, lease_ns, lease_name, _not_ours(names),
-                          f"Lease {lease_ns}/{lease_name} back with kube-scheduler", timeout)
+    try:
+        h, took = wait_holder(api, lease_ns, lease_name, _not_ours(names),
+                              f"Lease {lease_ns}/{lease_name} back with kube-scheduler", timeout)
+    except DeployError as e:
+        raise DeployError(f"{e} (is kube-scheduler running? kubectl -n kube-system get pods -l "
+                          f"component=kube-scheduler)") from None
     _out(f"{lease_ns}/{lease_name} is held by {h} again ({took:.1f}s after ours were gone)")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -229,8 +230,10 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
                    help="run on the node itself: the kubelet's staticPodPath here (overrides static.manifestDir)")
     g.add_argument("--node-name", metavar="NAME",
                    help="with --manifest-dir: this node's name in Kubernetes (default: the hostname)")
-    g.add_argument("--kind-bin", default="kind", metavar="PATH", help="the kind command (default kind)")
-    g.add_argument("--docker-bin", default="docker", metavar="PATH", help="the docker command (default docker)")
+    g.add_argument("--kind-bin", default=os.environ.get("KIND") or "kind", metavar="PATH",
+                   help="the kind command (default: $KIND, else kind)")
+    g.add_argument("--docker-bin", default=os.environ.get("DOCKER") or "docker", metavar="PATH",
+                   help="the docker command (default: $DOCKER, else docker)")
 
 
 def has_node_flags(ns: argparse.Namespace) -> bool:

@@ -18,7 +18,7 @@ from scheduler.deploy.kube import Cluster
 from scheduler.deploy.templates import FIELD_MANAGER
 from scheduler.deploy.waiting import holder, read_lease
 from tests.apiserver import ControlPlane
-from tests.deploy.cluster_util import existing, namespace_state
+from tests.deploy.cluster_util import existing, make_pod, namespace_state
 from tests.deploy.util import METHODS, all_objects, error_of, rendered, run_main
 
 pytestmark = pytest.mark.apiserver
@@ -229,3 +229,27 @@ def test_deploy_static_stops_when_the_node_is_not_kubeadms(apiserver: ControlPla
     assert error_of(err).startswith(f"error: deploy: n1: {tmp_path}/scheduler.conf not found")
     assert list(tmp_path.rglob("*")) == [manifests]
     assert existing(admin, rendered("static").objects) == []
+
+
+def test_a_rollout_that_does_not_finish_is_reported_with_the_pods_status(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """No controller runs here, so the rollout never finishes; a pod stuck pulling its image shows why."""
+    core = CoreV1Api(admin)
+    labels = {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": "scheduler"}
+    make_pod(admin, namespace, "dynamic-scheduler-x", labels)
+    core.patch_namespaced_pod_status("dynamic-scheduler-x", namespace, {"status": {
+        "phase": "Pending", "containerStatuses": [{
+            "name": "scheduler", "image": "dynamic-scheduler:dev", "imageID": "", "ready": False, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied"}}}]}})
+    sets = ["--set", f"namespace={namespace}"]
+    try:
+        code, _, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "2",
+                                              *sets], capsys)
+        assert code == 1
+        assert error_of(err) == (
+            f"error: deploy: Deployment {namespace}/dynamic-scheduler: not done after 2s; last status: waiting for "
+            f"the Deployment's new spec to be observed; dynamic-scheduler-x: Pending, scheduler: ImagePullBackOff "
+            f"(pull access denied)\n")
+    finally:
+        core.delete_namespaced_pod("dynamic-scheduler-x", namespace, grace_period_seconds=0)
+        cleanup(apiserver, "lease", *sets)
