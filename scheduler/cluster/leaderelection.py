@@ -366,6 +366,8 @@ class LeaderElector:
             except Exception as e:  # noqa: BLE001 - fall back to the slow path as client-go
                 logger.log(V(2), "Failed to update lease optimistically, falling back to slow path",
                            extra=kv(lock=self._describe(), err=_err(e)))
+        if self._stop.is_set():  # never write after stop(): a release may be under way
+            return False
         try:
             lease = self._get(timeout=left())
         except ApiException as e:
@@ -398,6 +400,8 @@ class LeaderElector:
             record["leaseTransitions"] = old.get("leaseTransitions") or 0
         else:
             record["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
+        if self._stop.is_set():
+            return False
         try:
             self._lease = self._put(self._with_spec(lease, record), timeout=left())
         except Exception as e:  # noqa: BLE001
