@@ -266,6 +266,11 @@ def main(argv: list[str]) -> int:
         if ns.what == "lease" and ns.method != "seed" and (ns.seed_repeat_every or ns.seed_max_tries != 1):
             raise cmdline.UsageError("--seed-repeat-every/--seed-max-tries: only with --method=seed")
         root, values = cmdline.load(ns)
+        if ns.what == "lease" and ns.method == "takeover" and not values.data["takeover"]:
+            raise cmdline.UsageError("--method=takeover: the values say takeover: false, so nothing would take "
+                                     "the Lease from kube-scheduler; set takeover=true or use --method=seed")
+        if ns.what == "static":
+            static.check_node_flags(ns)
         api = cmdline.connect(ns.kubeconfig, ns.context)
         flow = {"lease": deploy_lease, "static": deploy_static, "prometheus": deploy_prometheus}[ns.what]
         return flow(api, values, root, ns)

@@ -155,6 +155,8 @@ def main(argv: list[str]) -> int:
                 raise cmdline.UsageError("static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes")
             methods.discard("static")
             logger.info("Skipping static: no --kind-cluster or --manifest-dir to reach the nodes")
+        if "static" in methods:
+            static.check_node_flags(ns)
         root, values = cmdline.load(ns)
         api = cmdline.connect(ns.kubeconfig, ns.context)
         for m in ORDER:

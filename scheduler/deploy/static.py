@@ -236,20 +236,27 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
                    help="the docker command (default: $DOCKER, else docker)")
 
 
+def check_node_flags(ns: argparse.Namespace) -> None:
+    """The node flags make sense together (before anything is contacted)."""
+    if ns.kind_cluster and ns.manifest_dir:
+        raise UsageError("--kind-cluster and --manifest-dir: give one (a kind cluster, or this machine)")
+    if ns.manifest_dir and ns.nodes:
+        raise UsageError("--node: only with --kind-cluster (with --manifest-dir, use --node-name)")
+    if ns.node_name and not ns.manifest_dir:
+        raise UsageError("--node-name: only with --manifest-dir (with --kind-cluster, use --node)")
+    if not ns.kind_cluster and not ns.manifest_dir:
+        raise UsageError("static needs --kind-cluster NAME (a kind cluster) or --manifest-dir DIR (on the node)")
+
+
 def has_node_flags(ns: argparse.Namespace) -> bool:
     return bool(ns.kind_cluster or ns.manifest_dir)
 
 
 def node_targets(ns: argparse.Namespace, api: ApiClient) -> list[NodeFS]:
     """The nodes the flags name, each as a NodeFS (--manifest-dir: this machine)."""
-    if ns.kind_cluster and ns.manifest_dir:
-        raise UsageError("--kind-cluster and --manifest-dir: give one (a kind cluster, or this machine)")
+    check_node_flags(ns)
     if ns.manifest_dir:
-        if ns.nodes:
-            raise UsageError("--node: only with --kind-cluster (with --manifest-dir, use --node-name)")
         return [LocalFS(ns.node_name or socket.gethostname().lower())]
-    if not ns.kind_cluster:
-        raise UsageError("static needs --kind-cluster NAME (a kind cluster) or --manifest-dir DIR (on the node)")
     containers = kind_nodes(ns.kind_cluster, ns.kind_bin)
     if ns.nodes:
         unknown = sorted(set(ns.nodes) - set(containers))

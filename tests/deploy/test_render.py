@@ -416,3 +416,23 @@ def test_the_dynamic_scheduler_command_reaches_each_module(command: str, capsys:
 
     assert main([command, "--help"]) == 0
     assert capsys.readouterr().out.startswith(f"usage: dynamic-scheduler {command} ")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["lease", "--set", "takeover=false"], "error: deploy: --method=takeover: the values say takeover: false"),
+    (["lease", "--seed-max-tries", "3"], "error: deploy: --seed-repeat-every/--seed-max-tries: only with "
+                                         "--method=seed"),
+    (["lease", "--method", "magic"], "error: deploy: --method: invalid choice: 'magic'"),
+    (["static", "--kind-cluster", "k", "--manifest-dir", "/m"], "error: deploy: --kind-cluster and --manifest-dir: "
+                                                                "give one"),
+    (["lease", "--kubeconfig", "/nonexistent/kubeconfig"], "error: deploy: --kubeconfig: cannot load "
+                                                           "/nonexistent/kubeconfig"),
+    (["lease", "--timeout", "0"], "error: deploy: --timeout: expected a number of seconds > 0"),
+])
+def test_deploy_usage_errors_come_before_any_cluster_call(argv: list[str], message: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.deploy import deploy
+
+    code, out, err = run_main(deploy.main, argv, capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith(message) and err.count("\n") == 1
