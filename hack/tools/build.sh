@@ -8,6 +8,14 @@ if [[ -f $TOOLS_DIR/.complete ]]; then
   log "tools ${KUBE_VERSION} up to date in $TOOLS_BIN"
   exit 0
 fi
+mkdir -p "$CACHE_ROOT/tools"
+exec 9>"$CACHE_ROOT/tools/.lock"
+flock -n 9 || { log "another build of the tools is running; waiting for it"; flock 9; }
+if [[ -f $TOOLS_DIR/.complete ]]; then
+  log "tools ${KUBE_VERSION} up to date in $TOOLS_BIN"
+  exit 0
+fi
+rm -rf "$CACHE_ROOT"/tools/*.partial  # left by an interrupted build
 
 need go "install Go 1.26 or newer (https://go.dev/doc/install; on Debian the golang-go package is too old)"
 gover=$(go env GOVERSION)
@@ -51,8 +59,9 @@ CGO_ENABLED=1 go build -trimpath -tags seccomp -ldflags "-s -w -X main.version=$
   -o "$staging/bin/runc" github.com/opencontainers/runc \
   || die "go build of runc failed (output above)"
 
-# etcd's main package is its module root, so go build names it after the module.
-mv "$staging/bin/v3" "$staging/bin/etcd"
+# etcd's main package is its module root (go.etcd.io/etcd/server/v3), which
+# go build names "server".
+mv "$staging/bin/server" "$staging/bin/etcd"
 touch "$staging/.complete"
 rm -rf "$TOOLS_DIR"
 mv "$staging" "$TOOLS_DIR"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make kind-up: a kind cluster from kind-config.yaml (1 control plane, 2 workers),
+# or the existing one of the same name. Online it uses the stock kindest/node
+# image of the pinned release; with OFFLINE=1 it builds and uses the offline
+# node image (make node-image); KIND_NODE_IMAGE overrides both. Returns when
+# every node is Ready and CoreDNS and kube-proxy run. A cluster that fails to
+# come up is deleted again (its logs are exported first), unless KIND_RETAIN=1.
+source "$(dirname "$0")/../lib/common.sh"
+source "$REPO_ROOT/hack/lib/cluster.sh"
+
+bash "$REPO_ROOT/hack/docker/ensure-docker.sh"
+
+if cluster_exists; then
+  log "cluster $KIND_CLUSTER exists; reusing it (make kind-down to start over)"
+  mkdir -p "$CLUSTER_DIR"
+  "$KIND" export kubeconfig --name "$KIND_CLUSTER" --kubeconfig "$KUBECONFIG" >/dev/null 2>&1 \
+    || die "cannot get the kubeconfig of cluster $KIND_CLUSTER"
+else
+  if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
+    image=$KIND_NODE_IMAGE
+  elif [[ $OFFLINE == 1 ]]; then
+    bash "$REPO_ROOT/hack/tools/build.sh"
+    image=$(bash "$REPO_ROOT/hack/images/node-image.sh" | tail -1)
+  else
+    image=$KIND_STOCK_NODE_IMAGE
+  fi
+  need_disk /var/lib/docker 6
+  mkdir -p "$CLUSTER_DIR"
+  log "creating cluster $KIND_CLUSTER with $image"
+  start=$SECONDS
+  if ! "$KIND" create cluster --name "$KIND_CLUSTER" --image "$image" --config "$KIND_CONFIG" \
+        --kubeconfig "$KUBECONFIG" --retain --wait 0s; then
+    logs=$REPO_ROOT/_artifacts/kind-up-$(date +%s)
+    "$KIND" export logs "$logs" --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
+    [[ ${KIND_RETAIN:-0} == 1 ]] || "$KIND" delete cluster --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
+    die "kind create cluster failed (node logs: $logs)"
+  fi
+  log "cluster created in $((SECONDS - start))s"
+fi
+
+fail() {
+  local logs=$REPO_ROOT/_artifacts/kind-up-$(date +%s)
+  kubectl get nodes -o wide >&2 || true
+  kubectl get pods -A -o wide >&2 || true
+  "$KIND" export logs "$logs" --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
+  die "$1 (node logs: $logs)"
+}
+log "waiting for nodes, kube-proxy and CoreDNS"
+kubectl wait --for=condition=Ready nodes --all --timeout=240s >/dev/null || fail "nodes did not become Ready"
+kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=180s >/dev/null || fail "kube-proxy is not running"
+kubectl -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null || fail "CoreDNS is not running"
+log "cluster $KIND_CLUSTER is ready: export KUBECONFIG=$KUBECONFIG"
