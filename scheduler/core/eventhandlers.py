@@ -49,6 +49,11 @@ class EventHandlers:
         return bool((pod.get("spec") or {}).get("nodeName"))
 
     @staticmethod
+    def _gated(pod: dict[str, Any]) -> bool:
+        """Scheduling gates hold the pod back until removed (SchedulingGates plugin)."""
+        return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+    @staticmethod
     def _finished(pod: dict[str, Any]) -> bool:
         return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -62,7 +67,7 @@ class EventHandlers:
             self.queue.delete(pi.uid)
             self.cache.add_pod(pi)
             self.queue.move_all("AssignedPodAdd", POD_SENSITIVE)
-        elif self._ours(pod) and not pod["metadata"].get("deletionTimestamp"):
+        elif self._ours(pod) and not pod["metadata"].get("deletionTimestamp") and not self._gated(pod):
             pi = PodInfo.from_pod(pod)
             logger.log(V(5), "Add event for unscheduled pod", extra=kv(pod=pi.key))
             self.queue.add(pi)
@@ -80,7 +85,7 @@ class EventHandlers:
                 self.queue.move_all("AssignedPodUpdate", POD_SENSITIVE)
         elif self._ours(new):
             uid = new["metadata"].get("uid")
-            if new["metadata"].get("deletionTimestamp"):
+            if new["metadata"].get("deletionTimestamp") or self._gated(new):
                 self.queue.delete(uid)
             elif not self.cache.has_pod(uid):  # skip updates of pods we assumed
                 self.queue.update(PodInfo.from_pod(new))

@@ -110,10 +110,13 @@ class Dynamic:
     name: ClassVar[str] = "Dynamic"
 
     def __init__(self, args: DynamicArgs | None, handle: Any, *, source: PrometheusSource | None = None,
-                 registry: CollectorRegistry = REGISTRY, clock: Callable[[], float] = time.time,
+                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time,
                  hot_clock: Callable[[], float] = time.monotonic) -> None:
-        """Load the policy and start fetching. ``source`` (not started or stopped by the plugin),
-        ``registry`` and the clocks are for embedding and tests."""
+        """Load the policy and start fetching. ``source`` (not started or stopped by the plugin)
+        and the clocks are for embedding and tests. The source's metrics go to ``registry``,
+        else to the handle's ``metrics_registry`` (the scheduler's /metrics), else the default one."""
+        if registry is None:
+            registry = getattr(handle, "metrics_registry", None) or REGISTRY
         if args is None:
             raise ConfigError(None, "pluginConfig[Dynamic].args",
                               "the Dynamic plugin needs args (at least promeAddr)")

@@ -1,0 +1,287 @@
+"""The scheduler process: wires the pipeline together and runs it.
+
+    informers (pods, nodes, what the plugins read) → cache + queue
+    leader election ─ gates ─→ scheduling loop → binder, events, pod conditions
+    HTTPS: /healthz /livez /readyz /metrics
+
+As kube-scheduler: the caches fill on every replica (a standby is warm and
+ready); only the leader schedules; losing the lease exits with code 1; SIGTERM
+stops scheduling, lets in-flight binds finish, releases the lease and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from scheduler.cluster import informers as inf
+from scheduler.cluster.binder import Binder, BindStatus
+from scheduler.cluster.client import ClientConfigError, ClientOptions, new_api_client
+from scheduler.cluster.events import EventRecorder
+from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.config.effective import Profile as ProfileConfig
+from scheduler.config.effective import SchedulerConfig
+from scheduler.config.options import Options
+from scheduler.core.cache import Cache
+from scheduler.core.eventhandlers import EventHandlers
+from scheduler.core.framework import Store
+from scheduler.core.loop import BindOutcome, Scheduler
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.profile import Profile
+from scheduler.core.queue import SchedulingQueue
+from scheduler.logs import kv
+from scheduler.metrics import Metrics
+from scheduler.plugins.registry import build_plugin
+from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
+
+logger = logging.getLogger(__name__)
+
+BIND_WORKERS = 16
+SHUTDOWN_GRACE = 10.0
+
+# What each plugin reads besides pods and nodes.
+PLUGIN_RESOURCES = {
+    "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
+    "InterPodAffinity": ("namespaces",),
+}
+# Plugins that take part only through the queue or the binder (built-in here).
+NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder", "DefaultPreemption"})
+
+
+class Handle:
+    """framework.Handle: what plugins may read."""
+
+    def __init__(self, cache: Cache, stores: dict[str, Store], api_client: ApiClient, scheduler_name: str,
+                 metrics_registry: Any) -> None:
+        self.snapshot = cache
+        self._stores = stores
+        self.api_client = api_client
+        self.scheduler_name = scheduler_name
+        self.metrics_registry = metrics_registry
+
+    def store(self, resource: str) -> Store:
+        try:
+            return self._stores[resource]
+        except KeyError:
+            raise KeyError(f"no informer for {resource}; add it to scheduler.app.PLUGIN_RESOURCES") from None
+
+
+def build_profile(cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics) -> Profile:
+    points = prof.plugins
+    plugins = [build_plugin(name, prof.args_for(name), handle)
+               for name in points.names() if name not in NOT_BUILT]
+    return Profile(
+        prof.scheduler_name, plugins,
+        pre_filters=list(points.pre_filter), filters=list(points.filter),
+        pre_scores=list(points.pre_score), scores=list(prof.scores()),
+        reserves=list(points.reserve), pre_binds=list(points.pre_bind), post_binds=list(points.post_bind),
+        percentage_of_nodes_to_score=cfg.percentage_for(prof),
+        observe=metrics.extension_point_observer(prof.scheduler_name),
+    )
+
+
+class KubeIO:
+    """core.loop.ClusterIO over the API server. Pod conditions are written off the loop's thread."""
+
+    def __init__(self, binder: Binder, recorder: EventRecorder) -> None:
+        self.binder = binder
+        self.recorder = recorder
+        self._status = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pod-status")
+
+    def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
+        r = self.binder.bind(pod.namespace, pod.name, pod.uid, node)
+        if r.status is BindStatus.BOUND:
+            return BindOutcome.BOUND, ""
+        if r.status is BindStatus.GONE:
+            return BindOutcome.GONE, r.message
+        return BindOutcome.FAILED, r.message
+
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+        self.recorder.scheduled(pod.pod, node, profile)
+
+    def unschedulable(self, pod: PodInfo, message: str, profile: str, reason: str) -> None:
+        self.recorder.failed_scheduling(pod.pod, message, profile)
+        self._status.submit(self._set_condition, pod, message, reason)
+
+    def _set_condition(self, pod: PodInfo, message: str, reason: str) -> None:
+        try:
+            self.binder.set_unschedulable(pod.pod, message, reason)
+        except Exception:
+            logger.exception("Updating the PodScheduled condition failed", extra=kv(pod=pod.key))
+
+    def stop(self) -> None:
+        self._status.shutdown(wait=True, cancel_futures=False)
+
+
+class LoopMetrics:
+    def __init__(self, metrics: Metrics) -> None:
+        self.m = metrics
+
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        self.m.schedule_attempt(result, profile, seconds)
+
+    def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None:
+        self.m.pod_bound(attempts, sli_seconds)
+
+
+class App:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.cfg = options.config
+        self.stop = threading.Event()
+        self.scheduling = threading.Event()
+        self.metrics = Metrics()
+        self.informers: list[inf.Informer] = []
+        self.elector: LeaderElector | None = None
+        self.server: SecureServer | None = None
+        self.scheduler: Scheduler | None = None
+        self.io: KubeIO | None = None
+        self.recorder: EventRecorder | None = None
+        self.loop_thread: threading.Thread | None = None
+
+    # --- setup ----------------------------------------------------------------------
+
+    def build(self) -> None:
+        cc = self.options.client_connection
+        self.api = new_api_client(ClientOptions(kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst,
+                                                pool_maxsize=BIND_WORKERS + 16))
+        self.cache = Cache()
+        self.queue = SchedulingQueue(self.cfg.pod_initial_backoff_seconds, self.cfg.pod_max_backoff_seconds,
+                                     on_change=self.metrics.set_pending_pods)
+        handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
+
+        needed = {"pods", "nodes"}
+        for prof in self.cfg.profiles:
+            for name in prof.plugins.names():
+                needed.update(PLUGIN_RESOURCES.get(name, ()))
+        for plural in sorted(needed):
+            informer = inf.Informer(self.api, inf.RESOURCES[plural])
+            if plural == "pods":
+                informer.add_handlers(handlers.on_pod_add, handlers.on_pod_update, handlers.on_pod_delete)
+            elif plural == "nodes":
+                informer.add_handlers(handlers.on_node_add, handlers.on_node_update, handlers.on_node_delete)
+            else:
+                informer.add_handlers(handlers.on_storage_change,
+                                      lambda old, new: handlers.on_storage_change(new),
+                                      handlers.on_storage_change)
+            self.informers.append(informer)
+        stores = {i.resource.plural: i.store for i in self.informers}
+
+        profiles = {}
+        for prof in self.cfg.profiles:
+            handle = Handle(self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry)
+            profiles[prof.scheduler_name] = build_profile(self.cfg, prof, handle, self.metrics)
+        self.recorder = EventRecorder(self.api)
+        self.io = KubeIO(Binder(self.api), self.recorder)
+        self.scheduler = Scheduler(self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics),
+                                   bind_workers=BIND_WORKERS)
+
+        le = self.options.leader_election
+        if le.leader_elect:
+            self.elector = LeaderElector(
+                self.api,
+                LeaderElectionConfig(namespace=le.resource_namespace, name=le.resource_name,
+                                     lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
+                                     retry_period=le.retry_period, takeover=self.options.leader_elect_takeover),
+                on_started_leading=self._start_scheduling,
+                gauge=self.metrics.leader_election_master_status,
+            )
+
+        self.server = SecureServer.from_options(self.options.serving, self.metrics.registry,
+                                                pod_ip=os.environ.get("POD_IP"))
+        if self.server is not None:
+            if self.elector is not None:
+                self.server.add_check("leaderElection", self.elector.check, ("healthz", "livez"))
+            self.server.add_check("sched-handler-sync",
+                                  handler_sync_check(lambda: all(i.has_synced() for i in self.informers)), [READYZ])
+            self.server.add_check("shutdown", shutdown_check(self.stop.is_set), [READYZ])
+
+    # --- running --------------------------------------------------------------------
+
+    def _start_scheduling(self) -> None:
+        if self.stop.is_set() or self.scheduling.is_set():
+            return
+        self.scheduling.set()
+        logger.info("Started leading; scheduling", extra=kv(
+            identity=self.elector.identity if self.elector else "", profiles=sorted(self.scheduler.profiles)))
+        self.loop_thread = threading.Thread(target=self.scheduler.run, args=(self.stop,), name="scheduling-loop",
+                                            daemon=True)
+        self.loop_thread.start()
+
+    def run(self) -> int:
+        if self.server is not None:
+            self.server.start()
+            logger.info("Serving securely", extra=kv(address=f"{self.options.serving.bind_address}:{self.server.port}"))
+        self.recorder.start()
+        for i in self.informers:
+            i.start()
+        while not self.stop.is_set():
+            if all(i.has_synced() for i in self.informers):
+                break
+            self.stop.wait(0.1)
+        if self.stop.is_set():
+            return self.shutdown(0)
+        logger.info("Caches are synced", extra=kv(pods=len(self.informers[0].store.keys()) if self.informers else 0))
+
+        if self.elector is None:
+            self._start_scheduling()
+            self.stop.wait()
+            return self.shutdown(0)
+
+        self.elector.start()
+        while not self.stop.is_set() and not self.elector.lost.is_set() and not self.elector.done.is_set():
+            self.stop.wait(0.5)
+        if self.elector.lost.is_set() and not self.stop.is_set():
+            logger.error("Leaderelection lost", extra=kv(lease=f"{self.elector.config.namespace}/"
+                                                                f"{self.elector.config.name}"))
+            return self.shutdown(1, release=False)
+        return self.shutdown(0)
+
+    def shutdown(self, code: int, release: bool = True) -> int:
+        """Stop scheduling, let binds in flight finish, release the lease, stop the rest."""
+        self.stop.set()
+        start = time.monotonic()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(SHUTDOWN_GRACE)
+        if self.loop_thread is not None:
+            self.loop_thread.join(SHUTDOWN_GRACE)
+        if self.elector is not None:
+            self.elector.stop(release=release)
+        if self.io is not None:
+            self.io.stop()
+        if self.recorder is not None:
+            self.recorder.stop(timeout=2.0)
+        for i in self.informers:
+            i.stop()
+        if self.server is not None:
+            self.server.stop()
+        logger.info("Stopped", extra=kv(exitCode=code, seconds=round(time.monotonic() - start, 2)))
+        return code
+
+
+def run(options: Options) -> int:
+    app = App(options)
+    try:
+        app.build()
+    except (ClientConfigError, ServingError) as e:
+        logger.error(str(e))
+        return 1
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logger.info("Received signal; shutting down", extra=kv(signal=signal.Signals(signum).name))
+        app.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return app.run()
+    except ServingError as e:
+        logger.error(str(e))
+        return app.shutdown(1)
