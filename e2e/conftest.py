@@ -1,0 +1,83 @@
+"""End-to-end suites on a kind cluster.
+
+The cluster is the one ``make kind-up`` made (kind-config.yaml; stock or
+offline images: the suites don't know or care which). pytest-kind's
+KindCluster reuses it by name; ``make e2e`` creates it first and deletes it
+after. Every test gets its own namespace. When a test fails, ``kind export
+logs`` and the scheduler's logs are kept under _artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+from pytest_kind import KindCluster
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts"))
+
+
+def _tool(name: str) -> Path:
+    return Path(subprocess.check_output([str(REPO / "hack/tools/ensure-bin.sh"), name], text=True).strip())
+
+
+@pytest.fixture(scope="session")
+def kind_cluster() -> Iterator[KindCluster]:
+    name = os.environ.get("KIND_CLUSTER", "dynamic-scheduler")
+    kubeconfig = os.environ.get("KUBECONFIG")
+    cluster = KindCluster(
+        name,
+        Path(kubeconfig) if kubeconfig else None,
+        kind_path=Path(os.environ["KIND"]) if os.environ.get("KIND") else _tool("kind"),
+        kubectl_path=Path(os.environ["KUBECTL"]) if os.environ.get("KUBECTL") else _tool("kubectl"),
+    )
+    cluster.create(config_file=REPO / "kind-config.yaml")  # reuses the cluster of `make kind-up`
+    yield cluster
+
+
+@pytest.fixture(scope="session")
+def api(kind_cluster: KindCluster) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(kind_cluster.kubeconfig_path))
+
+
+@pytest.fixture(scope="session")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture(scope="session")
+def test_image() -> str:
+    """An image every node has: the scheduler's own (python3), loaded by `make kind-load`."""
+    return os.environ.get("IMG", "dynamic-scheduler:dev")
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"e2e-{request.node.name.replace('_', '-')[:40].strip('-').lower()}-{uuid.uuid4().hex[:5]}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"e2e.dynamic-scheduler.io/test": "true"}}})
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        item.session.config._e2e_failed = True  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not getattr(session.config, "_e2e_failed", False):
+        return
+    name = os.environ.get("KIND_CLUSTER", "dynamic-scheduler")
+    dest = ARTIFACTS / f"kind-logs-{name}"
+    kind = os.environ.get("KIND") or str(_tool("kind"))
+    subprocess.run([kind, "export", "logs", str(dest), "--name", name], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

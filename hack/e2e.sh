@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make e2e: cluster up (or reused with KEEP_CLUSTER=1), image built and loaded,
+# the e2e suites (pytest e2e/ $E2E_ARGS), cluster down. On failure the suites
+# export the node logs and the scheduler's logs to _artifacts/.
+source "$(dirname "$0")/lib/common.sh"
+source "$REPO_ROOT/hack/lib/cluster.sh"
+start=$SECONDS
+bash "$REPO_ROOT/hack/kind/up.sh"
+bash "$REPO_ROOT/hack/images/scheduler-image.sh"
+bash "$REPO_ROOT/hack/kind/load.sh"
+teardown() {
+  if [[ ${KEEP_CLUSTER:-0} != 1 ]]; then bash "$REPO_ROOT/hack/kind/down.sh"; fi
+  log "e2e wall time: $((SECONDS - start))s"
+}
+trap teardown EXIT
+export KIND KUBECTL KUBECONFIG KIND_CLUSTER
+# shellcheck disable=SC2086 # E2E_ARGS is word-split on purpose
+"$REPO_ROOT/.venv/bin/python" -m pytest e2e -p no:cacheprovider ${E2E_ARGS:-}
