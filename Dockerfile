@@ -1,15 +1,19 @@
 # The scheduler image. The base is a build argument: an official Python image
 # online, the Debian-built one of hack/images/offline-images.sh offline. The
 # wheels (ours and our dependencies) are built on the host by `make image`, so
-# the build itself needs no network.
+# the build itself needs no network; they stay in the first stage only.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
-FROM ${BASE_IMAGE}
+
+FROM ${BASE_IMAGE} AS install
 COPY wheels/ /tmp/wheels/
 RUN python3 -m venv /opt/dynamic-scheduler \
  && /opt/dynamic-scheduler/bin/pip install --no-cache-dir --no-index --find-links /tmp/wheels dynamic-scheduler \
- && rm -rf /tmp/wheels \
- && /opt/dynamic-scheduler/bin/dynamic-scheduler --version
+ && /opt/dynamic-scheduler/bin/pip uninstall --yes --quiet pip setuptools
+
+FROM ${BASE_IMAGE}
+COPY --from=install /opt/dynamic-scheduler /opt/dynamic-scheduler
 ENV PATH=/opt/dynamic-scheduler/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+RUN dynamic-scheduler --version
 USER 65532:65532
 ENTRYPOINT ["dynamic-scheduler"]

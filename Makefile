@@ -34,8 +34,12 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed ## Create .venv with the package and its test dependencies
 
 .PHONY: test
-test: venv ## Run the unit tests (and the tests against a private API server, with make tools)
+test: venv tools ## Run every test of tests/: unit tests, and those against a private kube-apiserver (needs make tools)
 	$(PY) -m pytest tests
+
+.PHONY: unit
+unit: venv ## Run the unit tests only (no API server, no tools build)
+	$(PY) -m pytest tests -m "not apiserver"
 
 .PHONY: lint
 lint: venv ## ruff check and format check

@@ -95,7 +95,8 @@ def run_pod(core: client.CoreV1Api, ns: str, name: str, image: str, script: str,
         body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     core.create_namespaced_pod(ns, body)
     pod = wait_pod(core, ns, name, phase_is("Succeeded", "Failed"), "finished", timeout)
-    log = core.read_namespaced_pod_log(name, ns)
+    # The 36.x client returns the log as the repr of bytes; read the raw body instead.
+    log = core.read_namespaced_pod_log(name, ns, _preload_content=False).data.decode()
     if pod["status"]["phase"] != "Succeeded":
         raise AssertionError(f"pod {ns}/{name} failed: {pod['status'].get('containerStatuses')}\n{log}")
     return log
