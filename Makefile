@@ -79,6 +79,44 @@ docker-build: image
 kind-load: ## Load $(IMG) (and offline, the Prometheus image) into the kind cluster
 	@bash hack/kind/load.sh
 
+##@ Replacing the scheduler (on the kind cluster; see "The two methods" in the README)
+
+.PHONY: render
+render: venv ## Print the manifests of a method: make render METHOD=lease|static|prometheus
+	@$(PY) -m scheduler render $(or $(METHOD),lease) -f "$$(bash hack/deploy-values.sh)"
+
+.PHONY: deploy-lease
+deploy-lease: venv ## The lease method: 3 replicas as default-scheduler take kube-system/kube-scheduler
+	@bash hack/deploy.sh lease $(DEPLOY_ARGS)
+
+.PHONY: deploy-static
+deploy-static: venv ## The static-pod method (DEPLOY_ARGS='--set static.mode=replace' replaces kube-scheduler)
+	@bash hack/deploy.sh static $(DEPLOY_ARGS)
+
+.PHONY: prometheus
+prometheus: venv ## Prometheus at prometheus.crane-system.svc:9090 with the policy's recording rules
+	@bash hack/deploy.sh prometheus $(DEPLOY_ARGS)
+
+.PHONY: restore
+restore: venv ## Give scheduling back to kube-scheduler and remove the scheduler's objects
+	@bash hack/deploy.sh restore $(DEPLOY_ARGS)
+
+.PHONY: undeploy
+undeploy: venv ## restore, and remove Prometheus too
+	@bash hack/deploy.sh undeploy $(DEPLOY_ARGS)
+
+.PHONY: churn
+churn: venv ## Delete the pods of NAMESPACE on a timer (seed 1.6): make churn NAMESPACE=ns [CHURN_ARGS=...]
+	@test -n "$(NAMESPACE)" || { echo "error: set NAMESPACE=<namespace>" >&2; exit 1; }
+	@KUBECONFIG=$${KUBECONFIG:-$(HOME)/.cache/dynamic-scheduler/clusters/$(KIND_CLUSTER)/kubeconfig} \
+	  $(PY) -m scheduler churn -n $(NAMESPACE) $(CHURN_ARGS)
+
+.PHONY: finalize-namespace
+finalize-namespace: venv ## Clear the finalizers of a namespace stuck in Terminating: make finalize-namespace NAMESPACE=ns
+	@test -n "$(NAMESPACE)" || { echo "error: set NAMESPACE=<namespace>" >&2; exit 1; }
+	@KUBECONFIG=$${KUBECONFIG:-$(HOME)/.cache/dynamic-scheduler/clusters/$(KIND_CLUSTER)/kubeconfig} \
+	  $(PY) -m scheduler finalize-namespace $(NAMESPACE)
+
 ##@ End-to-end
 
 .PHONY: e2e test-e2e

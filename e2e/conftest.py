@@ -81,3 +81,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     kind = os.environ.get("KIND") or str(_tool("kind"))
     subprocess.run([kind, "export", "logs", str(dest), "--name", name], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def ours_is_the_scheduler(kind_cluster: KindCluster) -> Iterator[str]:
+    """The lease method deployed (``make deploy-lease``) for the whole module; restored after.
+
+    Yields the holder identity of kube-system/kube-scheduler (one of our replicas)."""
+    from e2e.deploying import deploy, restore
+
+    os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
+    res = deploy("lease")
+    try:
+        yield res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
+    finally:
+        restore()

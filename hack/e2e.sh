@@ -14,5 +14,7 @@ teardown() {
 }
 trap teardown EXIT
 export KIND KUBECTL KUBECONFIG KIND_CLUSTER
+DS_DEPLOY_VALUES=$(bash "$REPO_ROOT/hack/deploy-values.sh")
+export DS_DEPLOY_VALUES
 # shellcheck disable=SC2086 # E2E_ARGS is word-split on purpose
 "$REPO_ROOT/.venv/bin/python" -m pytest e2e -p no:cacheprovider ${E2E_ARGS:-}

@@ -1,0 +1,63 @@
+"""Running the project's own commands against the e2e cluster.
+
+The suites replace the scheduler with exactly what an operator runs
+(``dynamic-scheduler deploy|restore ...``), with the values file of this
+machine's images (``hack/deploy-values.sh``, exported as DS_DEPLOY_VALUES by
+``make e2e``), so they never need to know whether the images are stock or
+offline.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def values_args() -> list[str]:
+    values = os.environ.get("DS_DEPLOY_VALUES")
+    if not values:
+        values = subprocess.check_output(["bash", str(REPO / "hack/deploy-values.sh")], text=True).strip()
+    return ["-f", values]
+
+
+def cli(*args: str, timeout: float = 600, check: bool = True) -> Result:
+    """``python -m scheduler <args>`` with the cluster's kubeconfig; output captured."""
+    env = {**os.environ}
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "scheduler", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+    res = Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"dynamic-scheduler {' '.join(args)} exited {proc.returncode}:\n"
+                             f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+    return res
+
+
+def kind_flags() -> list[str]:
+    flags = ["--kind-cluster", os.environ.get("KIND_CLUSTER", "dynamic-scheduler")]
+    if os.environ.get("KIND"):
+        flags += ["--kind-bin", os.environ["KIND"]]
+    return flags
+
+
+def deploy(method: str, *extra: str, timeout: float = 600) -> Result:
+    flags = kind_flags() if method == "static" else []
+    return cli("deploy", method, *values_args(), *flags, *extra, timeout=timeout)
+
+
+def restore(*what: str, timeout: float = 600) -> Result:
+    return cli("restore", *what, *values_args(), *kind_flags(), timeout=timeout)
