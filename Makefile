@@ -42,9 +42,8 @@ unit: venv ## Run the unit tests only (no API server, no tools build)
 	$(PY) -m pytest tests -m "not apiserver"
 
 .PHONY: lint
-lint: venv ## ruff check and format check
-	$(VENV)/bin/ruff check scheduler tests e2e bench
-	$(VENV)/bin/ruff format --check scheduler tests e2e bench
+lint: venv ## ruff check
+	$(VENV)/bin/ruff check scheduler tests e2e
 
 ##@ Offline toolchain (what OFFLINE=1 builds; binaries live in ~/.cache/dynamic-scheduler)
 
