@@ -10,6 +10,21 @@ source "$REPO_ROOT/hack/lib/cluster.sh"
 
 bash "$REPO_ROOT/hack/docker/ensure-docker.sh"
 
+# Every kubelet, kube-proxy and containerd of every node takes inotify instances
+# from the host's per-user limit (128 by default); with two or three clusters on
+# one machine it runs out and kube-proxy exits with "too many open files"
+# (kind's known issue). Raise it where we may, else say how.
+want_inotify=512
+have_inotify=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo "$want_inotify")
+if (( have_inotify < want_inotify )); then
+  if sysctl -qw fs.inotify.max_user_instances=$want_inotify 2>/dev/null; then
+    log "raised fs.inotify.max_user_instances from $have_inotify to $want_inotify (kind's too-many-open-files issue)"
+  else
+    log "warning: fs.inotify.max_user_instances is $have_inotify; with more than one cluster kube-proxy may fail with" \
+        "'too many open files': sudo sysctl fs.inotify.max_user_instances=$want_inotify"
+  fi
+fi
+
 if cluster_exists; then
   log "cluster $KIND_CLUSTER exists; reusing it (make kind-down to start over)"
   mkdir -p "$CLUSTER_DIR"
