@@ -185,6 +185,7 @@ class LeaderElector:
         self._observed_time = 0.0
         self._reported_leader: str | None = None
         self._lead_at: float | None = None  # when to start leading after a takeover
+        self._acquiring = False  # takeover is for acquiring at start only, never once we have led
         self.takeovers = 0
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases/{self.config.name}"
 
@@ -287,6 +288,13 @@ class LeaderElector:
     # --- the loops -------------------------------------------------------------------
 
     def _acquire(self) -> bool:
+        self._acquiring = True
+        try:
+            return self._acquire_loop()
+        finally:
+            self._acquiring = False
+
+    def _acquire_loop(self) -> bool:
         c = self.config
         while not self._stop.is_set():
             ok = self._try_acquire_or_renew(self.clock() + c.request_timeout)
@@ -390,7 +398,9 @@ class LeaderElector:
         holder = old.get("holderIdentity") or ""
         takeover = False
         if holder and self._lease_valid() and not self.is_leader():
-            if not (c.takeover and not c.is_ours(lease)):
+            # A lease taken from us while we lead is lost, never taken back:
+            # takeover applies only while acquiring at start.
+            if not (c.takeover and self._acquiring and not c.is_ours(lease)):
                 logger.log(V(4), "Lease is held and has not yet expired", extra=kv(lock=self._describe(),
                                                                                   holder=holder))
                 return False

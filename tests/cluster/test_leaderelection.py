@@ -178,3 +178,20 @@ def test_takeover_leaves_a_lease_held_by_one_of_ours(admin, lease: str) -> None:
     finally:
         ours.stop(release=False)
         other.stop(release=False)
+
+
+def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admin, lease: str) -> None:
+    """Two takeover-mode candidates foreign to each other: the one that led and lost the
+    lease must give up (as kube-scheduler exits), not take it back and flap."""
+    first = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
+    assert first.leading.wait(5)
+    second = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
+    try:
+        wait_until(lambda: second.takeovers == 1, 3, "the takeover")
+        assert first.lost.wait(R + D + 1), "the old leader must lose the lease"
+        assert first.takeovers == 0
+        assert second.leading.wait(max(L, D + R) + R + 2)
+        assert read_lease(admin, lease)["spec"]["holderIdentity"] == second.identity
+    finally:
+        first.stop(release=False)
+        second.stop()
