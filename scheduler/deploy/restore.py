@@ -129,9 +129,17 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
         _wait_back(api, le_ns, le_name, set(), ns.timeout)
 
 
+def _method(text: str) -> str:
+    if text not in (*ORDER, "all"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join((*ORDER, 'all'))})")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = cmdline.parser("restore", "Give scheduling back to kube-scheduler and remove what deploy created.")
-    p.add_argument("methods", nargs="*", choices=(*ORDER, "all"), metavar="lease|static|prometheus|all",
+    # Checked by a type, not choices: with nargs="*", Python 3.11's argparse checks the empty
+    # default against the choices too and refuses a bare `restore`.
+    p.add_argument("methods", nargs="*", type=_method, metavar="lease|static|prometheus|all",
                    help="what to remove (default: lease static; all: lease static prometheus)")
     cmdline.add_values_flags(p)
     cmdline.add_cluster_flags(p)

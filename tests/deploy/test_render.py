@@ -436,3 +436,23 @@ def test_deploy_usage_errors_come_before_any_cluster_call(argv: list[str], messa
     code, out, err = run_main(deploy.main, argv, capsys)
     assert (code, out) == (1, "")
     assert err.startswith(message) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("argv", "methods"), [
+    ([], []),
+    (["lease"], ["lease"]),
+    (["lease", "prometheus"], ["lease", "prometheus"]),
+    (["all"], ["all"]),
+])
+def test_restore_takes_no_method_or_several(argv: list[str], methods: list[str]) -> None:
+    from scheduler.deploy import restore
+
+    assert restore.build_parser().parse_args(argv).methods == methods
+
+
+def test_restore_refuses_an_unknown_method(capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.deploy import restore
+
+    code, out, err = run_main(restore.main, ["sideways"], capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: restore: lease|static|prometheus|all: invalid choice: 'sideways'")
