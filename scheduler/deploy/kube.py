@@ -115,7 +115,7 @@ class Cluster:
         """The needs a SelfSubjectAccessReview says no to (each asked once)."""
         authz = AuthorizationV1Api(self.api)
         out = []
-        for need in sorted(set(needs)):
+        for need in sorted(set(needs), key=str):  # fields may be None: sort by the text
             attrs = {"verb": need.verb, "resource": need.resource, "group": need.group}
             attrs.update({k: v for k, v in (("namespace", need.namespace), ("name", need.name),
                                              ("subresource", need.subresource)) if v})
