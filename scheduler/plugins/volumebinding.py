@@ -37,7 +37,7 @@ from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
 from scheduler.plugins.helpers import NodeSelector
-from scheduler.plugins.volumebinding_api import bind_pod_volumes
+from scheduler.plugins.volumebinding_api import bind_pod_volumes, store_reader
 from scheduler.plugins.volumebinding_volumes import (
     ANN_SELECTED_NODE,
     WAIT_FOR_FIRST_CONSUMER,
@@ -356,7 +356,8 @@ class VolumeBinding:
             return error(f'no pod volumes found for node "{node_name}"')
         api_client = self.handle.api_client if self.handle is not None else None
         return bind_pod_volumes(api_client, pod, node_name, s.node_labels, s.chosen,
-                                timeout=self.bind_timeout, interval=self.poll_interval, stopping=self._stopping)
+                                timeout=self.bind_timeout, interval=self.poll_interval, stopping=self._stopping,
+                                reader=store_reader(self.handle))
 
     def stop(self) -> None:
         """Stop waiting for volumes (PreBind fails at once)."""

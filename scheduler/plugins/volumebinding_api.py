@@ -141,6 +141,34 @@ class _Reader:
         return self._read(self.api.read_namespaced_pod, name, ns)
 
 
+class StoreReader:
+    """The informers' view of the same objects (what kube-scheduler waits on): no extra
+    requests, and no read access beyond the list/watch the scheduler already has."""
+
+    UnknownError = _Reader.UnknownError
+
+    def __init__(self, pvs: Any, pvcs: Any, pods: Any) -> None:
+        self._pvs, self._pvcs, self._pods = pvs, pvcs, pods
+
+    def pv(self, name: str) -> dict[str, Any] | None:
+        return self._pvs.get(name)
+
+    def pvc(self, k: str) -> dict[str, Any] | None:
+        return self._pvcs.get(k)
+
+    def pod(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self._pods.get(f"{ns}/{name}")
+
+
+def store_reader(handle: Any) -> StoreReader | None:
+    """A StoreReader over the handle's informers, or None when it has none (unit tests)."""
+    try:
+        return StoreReader(handle.store("persistentvolumes"), handle.store("persistentvolumeclaims"),
+                           handle.store("pods"))
+    except (AttributeError, KeyError):
+        return None
+
+
 def _write(api: CoreV1Api, node_name: str, vols: Any) -> None:
     for pv, pvc, changed in vols.static:
         if not changed:
@@ -159,8 +187,12 @@ def _write(api: CoreV1Api, node_name: str, vols: Any) -> None:
 
 
 def bind_pod_volumes(api_client: Any, pod: PodInfo, node_name: str, node_labels: Mapping[str, str], vols: Any,
-                     *, timeout: float, interval: float, stopping: threading.Event) -> Status | None:
-    """Write the decisions for ``vols`` and wait until the claims are bound (None on success)."""
+                     *, timeout: float, interval: float, stopping: threading.Event,
+                     reader: Any = None) -> Status | None:
+    """Write the decisions for ``vols`` and wait until the claims are bound (None on success).
+
+    ``reader`` gives the current pod, claims and volumes (a :class:`StoreReader`
+    over the informers); without one they are read from the API server."""
     if api_client is None:
         return error("binding volumes: no API client")
     api = CoreV1Api(api_client)
@@ -168,7 +200,7 @@ def bind_pod_volumes(api_client: Any, pod: PodInfo, node_name: str, node_labels:
         _write(api, node_name, vols)
     except ApiException as e:
         return error(f"binding volumes: {status_message(e)}")
-    reader = _Reader(api)
+    reader = reader or _Reader(api)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -180,7 +212,7 @@ def bind_pod_volumes(api_client: Any, pod: PodInfo, node_name: str, node_labels:
                 return None
         except BindingFailedError as e:
             return error(f"binding volumes: {e}")
-        except _Reader.UnknownError as e:
+        except reader.UnknownError as e:
             logger.log(V(4), "Could not read volume binding state, retrying", extra=kv(pod=pod.key, err=str(e)))
         remaining = deadline - time.monotonic()
         if remaining <= 0:

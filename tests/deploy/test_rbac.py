@@ -44,6 +44,7 @@ CLUSTER_WIDE: set[Rule] = {
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
     ("patch", "", "persistentvolumeclaims", ""),
+    ("patch", "", "persistentvolumes", ""),
     ("create", "events.k8s.io", "events", ""),
     ("patch", "events.k8s.io", "events", ""),
 }
