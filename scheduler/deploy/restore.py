@@ -115,7 +115,11 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
     le_ns, le_name = v["leaderElection"]["resourceNamespace"], v["leaderElection"]["resourceName"]
     cluster.require([Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, le_ns, le_name)],
                     "restore static")
-    held = annotated_as_ours(read_lease(api, le_ns, le_name) or {})
+    lease = read_lease(api, le_ns, le_name)
+    # Ours, but not a replica of the lease method (that one is restore_lease's to wait for:
+    # while its Deployment runs, the Lease would never come back here).
+    lease_pods = {p.metadata.name for p in list_pods(api, v["namespace"], _selector("scheduler"))}
+    held = annotated_as_ours(lease or {}) and holder_host(holder(lease)) not in lease_pods
     removed = [static.uninstall(fs, paths) for fs in targets]
     for r in removed:
         static.wait_mirror_gone(api, static.mirror_pod(paths.pod_name, r.node), ns.timeout)

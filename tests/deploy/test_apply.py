@@ -210,6 +210,31 @@ def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
         cleanup(apiserver, "lease", *sets)
 
 
+def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The Lease is held by a replica of the lease method (annotated as ours): restoring the static
+    method, which comes first, must not wait for kube-scheduler to get it back, which cannot happen
+    while that Deployment runs."""
+    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
+    replica = "dynamic-scheduler-6f7d8c9b5-x2x4z"
+    make_pod(admin, namespace, replica, {"app.kubernetes.io/name": "dynamic-scheduler",
+                                         "app.kubernetes.io/component": "scheduler"})
+    ours = f"{replica}_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    CoordinationV1Api(admin).create_namespaced_lease(namespace, {
+        "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
+        "spec": {"holderIdentity": ours, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now}})
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
+            "--set", f"static.configDir={tmp_path}/ds", "--timeout", "5", *sets]
+    code, out, err = run_main(restore.main, argv, capsys)
+    assert code == 0, err
+    assert "back with kube-scheduler" not in err
+    assert holder(read_lease(admin, namespace, "kube-scheduler")) == ours
+
+
 def test_restore_static_needs_a_way_to_the_nodes(apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(restore.main, ["static", "--kubeconfig", apiserver.kubeconfig], capsys)
     assert (code, out) == (1, "")
