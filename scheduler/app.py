@@ -185,8 +185,12 @@ class App:
 
         le = self.options.leader_election
         if le.leader_elect:
+            # Its own client, as kube-scheduler's: a burst of binds must not use up
+            # the rate-limit tokens the renewals need (losing the lease exits).
+            le_api = new_api_client(ClientOptions(kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst,
+                                                  pool_maxsize=4, user_agent_suffix="leader-election"))
             self.elector = LeaderElector(
-                self.api,
+                le_api,
                 LeaderElectionConfig(namespace=le.resource_namespace, name=le.resource_name,
                                      lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
                                      retry_period=le.retry_period, takeover=self.options.leader_elect_takeover),

@@ -31,6 +31,9 @@ class Cache:
         self._node_list: list[NodeInfo] | None = None  # nodes with a Node object, rebuilt lazily
         self._pods: dict[str, tuple[PodInfo, str]] = {}  # uid -> (pod, node name)
         self._assumed: set[str] = set()
+        # Nodes with pods that have (anti-)affinity, rebuilt lazily when such a pod or a node comes or goes.
+        self._with_affinity: list[NodeInfo] | None = None
+        self._with_anti_affinity: list[NodeInfo] | None = None
 
     # --- nodes -------------------------------------------------------------
 
@@ -42,7 +45,7 @@ class Cache:
                 self._nodes[name] = NodeInfo(name, node)
             else:
                 ni.set_node(node)  # pods that arrived before their node keep counting
-            self._node_list = None
+            self._nodes_changed()
 
     update_node = add_node
 
@@ -59,7 +62,7 @@ class Cache:
                 ni.generation += 1
             else:
                 del self._nodes[name]
-            self._node_list = None
+            self._nodes_changed()
 
     # --- bound pods ----------------------------------------------------------
 
@@ -119,10 +122,27 @@ class Cache:
         return ni if ni is not None and ni.node is not None else None
 
     def have_pods_with_affinity(self) -> list[NodeInfo]:
-        return [ni for ni in self.list() if ni.pods_with_affinity]
+        nodes = self._with_affinity
+        if nodes is None:
+            with self.lock:
+                nodes = self._with_affinity = [ni for ni in self.list() if ni.pods_with_affinity]
+        return nodes
 
     def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
-        return [ni for ni in self.list() if ni.pods_with_required_anti_affinity]
+        nodes = self._with_anti_affinity
+        if nodes is None:
+            with self.lock:
+                nodes = self._with_anti_affinity = [ni for ni in self.list() if ni.pods_with_required_anti_affinity]
+        return nodes
+
+    def _nodes_changed(self) -> None:
+        self._node_list = self._with_affinity = self._with_anti_affinity = None
+
+    def _affinity_changed(self, pi: PodInfo) -> None:
+        if pi.has_affinity:
+            self._with_affinity = None
+        if pi.has_required_anti_affinity:
+            self._with_anti_affinity = None
 
     # --- internals -----------------------------------------------------------
 
@@ -132,6 +152,7 @@ class Cache:
             ni = self._nodes[node_name] = NodeInfo(node_name)  # ghost until the node arrives
         ni.add_pod(pi)
         self._pods[pi.uid] = (pi, node_name)
+        self._affinity_changed(pi)
 
     def _remove(self, uid: str) -> PodInfo | None:
         entry = self._pods.pop(uid, None)
@@ -141,9 +162,10 @@ class Cache:
         ni = self._nodes.get(node_name)
         if ni is not None:
             ni.remove_pod(uid)
+            self._affinity_changed(pi)
             if ni.node is None and not ni.pods:
                 del self._nodes[node_name]
-                self._node_list = None
+                self._nodes_changed()
         logger.log(V(10), "Removed pod from cache", extra=kv(pod=pi.key, node=node_name))
         return pi
 

@@ -63,3 +63,23 @@ def test_affinity_lists() -> None:
     c.add_pod(pinfo("p", node="n2", affinity=anti))
     assert [n.name for n in c.have_pods_with_required_anti_affinity()] == ["n2"]
     assert [n.name for n in c.have_pods_with_affinity()] == ["n2"]
+
+
+def test_affinity_lists_follow_pods_and_nodes() -> None:
+    c = Cache()
+    c.add_node(node("n1"))
+    c.add_node(node("n2"))
+    assert c.have_pods_with_affinity() == [] and c.have_pods_with_required_anti_affinity() == []
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    p = pinfo("p", node="n1", affinity=anti)
+    c.add_pod(p)
+    assert [n.name for n in c.have_pods_with_required_anti_affinity()] == ["n1"]
+    c.add_pod(pinfo("plain", node="n2"))
+    assert [n.name for n in c.have_pods_with_affinity()] == ["n1"]
+    c.remove_node(node("n1"))
+    assert c.have_pods_with_affinity() == [], "a node gone from the snapshot leaves the lists"
+    c.add_node(node("n1"))
+    assert [n.name for n in c.have_pods_with_affinity()] == ["n1"]
+    c.remove_pod(p.uid)
+    assert c.have_pods_with_affinity() == [] and c.have_pods_with_required_anti_affinity() == []
