@@ -11,7 +11,12 @@ loop follows client-go ``tools/leaderelection`` step by step:
   ``leaseDurationSeconds`` from then (``renewTime`` written by another clock
   is never compared with ours);
 - acquiring retries every ``retry_period`` with client-go's jitter (factor 1.2,
-  so every 1x..2.2x ``retry_period``); while leading, renew every
+  so every 1x..2.2x ``retry_period``), except that a standby never sleeps past
+  the moment the lease it saw expires by its own clock: it tries right then.
+  client-go tries up to a jittered period later, so a dead leader's lease was
+  taken up to ``lease_duration + 2 x 2.2 x retry_period`` after its last
+  renewal (one period to see the renewal, one after the expiry); this way at
+  most ``lease_duration + 2.2 x retry_period``; while leading, renew every
   ``retry_period``; a renewal round that finds no success within
   ``renew_deadline`` loses the lease: :attr:`LeaderElector.lost` is set,
   ``on_stopped_leading`` is called and the loop ends (kube-scheduler then exits
@@ -85,6 +90,8 @@ logger = logging.getLogger(__name__)
 
 HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
 JITTER_FACTOR = 1.2
+EXPIRY_MARGIN = 0.01
+"""A standby wakes this long after the lease it saw expires (the test is a strict ``>``)."""
 
 _default_gauge: Gauge | None = None
 _gauge_lock = threading.Lock()
@@ -303,8 +310,19 @@ class LeaderElector:
                 logger.info("Successfully acquired lease", extra=kv(lock=self._describe(), identity=self.identity))
                 return True
             logger.log(V(4), "Failed to acquire lease", extra=kv(lock=self._describe(), holder=self.leader()))
-            self._stop.wait(c.retry_period * (1 + random.random() * JITTER_FACTOR))
+            self._stop.wait(self._acquire_wait())
         return False
+
+    def _acquire_wait(self) -> float:
+        """client-go's jittered retry period, cut short at the expiry of the lease we saw held."""
+        wait = self.config.retry_period * (1 + random.random() * JITTER_FACTOR)
+        with self._lock:
+            held = bool(self._observed.get("holderIdentity"))
+            expires = self._observed_time + float(self._observed.get("leaseDurationSeconds") or 0)
+        left = expires - self.clock()
+        if held and left > 0:
+            wait = min(wait, left + EXPIRY_MARGIN)
+        return wait
 
     def _renew_loop(self) -> None:
         c = self.config
