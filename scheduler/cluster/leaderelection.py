@@ -16,7 +16,13 @@ loop follows client-go ``tools/leaderelection`` step by step:
   client-go tries up to a jittered period later, so a dead leader's lease was
   taken up to ``lease_duration + 2 x 2.2 x retry_period`` after its last
   renewal (one period to see the renewal, one after the expiry); this way at
-  most ``lease_duration + 2.2 x retry_period``; while leading, renew every
+  most ``lease_duration + 2.2 x retry_period``. A standby that may also
+  list and watch the lease (``watch``) sees every change as it is written:
+  the expiry then counts from the renewal itself, and a release or deletion
+  wakes it at once, so a dead leader's lease is taken ``lease_duration`` after
+  its last renewal and a released one within a request's time, before any
+  polling candidate (kube-scheduler) can; without that permission it polls
+  only; while leading, renew every
   ``retry_period``; a renewal round that finds no success within
   ``renew_deadline`` loses the lease: :attr:`LeaderElector.lost` is set,
   ``on_stopped_leading`` is called and the loop ends (kube-scheduler then exits
@@ -84,6 +90,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import Gauge
 
 from scheduler.cluster.client import api_request
+from scheduler.cluster.informers import Informer, Resource
 from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
@@ -142,6 +149,8 @@ class LeaderElectionConfig:
     """Whether a lease's holder is one of our schedulers (only takeover uses it)."""
     request_timeout: float = 10.0
     """Per-request timeout while acquiring (renewals are cut at their round's deadline)."""
+    watch: bool = True
+    """While standing by, watch the lease too (needs list and watch on it; else polls only)."""
 
     def validate(self) -> None:
         # client-go's NewLeaderElector checks.
@@ -184,6 +193,7 @@ class LeaderElector:
         self.lost = threading.Event()
         self.done = threading.Event()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the acquire loop's sleep: set by stop() and by a freed lease
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._lease: dict[str, Any] | None = None  # the last object read or written (with its RV)
@@ -212,6 +222,7 @@ class LeaderElector:
 
         Returns after the loop ended and the release was written (or ``timeout``)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(self.config.renew_deadline + self.config.request_timeout if timeout is None
                               else timeout)
@@ -296,10 +307,43 @@ class LeaderElector:
 
     def _acquire(self) -> bool:
         self._acquiring = True
+        watcher = self._watch_lease() if self.config.watch else None
         try:
             return self._acquire_loop()
         finally:
             self._acquiring = False
+            if watcher is not None:
+                watcher.stop(timeout=1.0)
+
+    def _watch_lease(self) -> Informer | None:
+        """An informer on our one lease while standing by; None when we may not list it."""
+        c = self.config
+        res = Resource("leases", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", True,
+                       field_selector=f"metadata.name={c.name}")
+        try:
+            api_request(self.api, "GET", res.path, query=[("fieldSelector", res.field_selector), ("limit", 1)],
+                        timeout=c.request_timeout)
+        except ApiException as e:
+            if e.status in (401, 403):
+                logger.info("May not watch the lease; standing by with polls only",
+                            extra=kv(lock=self._describe(), code=e.status))
+                return None
+        except Exception:  # noqa: BLE001 - the informer retries on its own
+            pass
+        informer = Informer(self.api, res, name=f"lease-{c.name}", watch_timeout=60, read_timeout=90.0)
+        informer.add_handlers(self._watched, lambda _old, new: self._watched(new), self._watched_gone)
+        return informer.start()
+
+    def _watched(self, lease: dict[str, Any]) -> None:
+        if not self._acquiring or self.is_leader():
+            return
+        self._observe(lease)
+        if not (lease.get("spec") or {}).get("holderIdentity"):
+            self._wake.set()  # released: try now, not a retry period later
+
+    def _watched_gone(self, _lease: dict[str, Any]) -> None:
+        if self._acquiring:
+            self._wake.set()  # deleted: the next attempt creates it
 
     def _acquire_loop(self) -> bool:
         c = self.config
@@ -310,7 +354,8 @@ class LeaderElector:
                 logger.info("Successfully acquired lease", extra=kv(lock=self._describe(), identity=self.identity))
                 return True
             logger.log(V(4), "Failed to acquire lease", extra=kv(lock=self._describe(), holder=self.leader()))
-            self._stop.wait(self._acquire_wait())
+            self._wake.wait(self._acquire_wait())
+            self._wake.clear()
         return False
 
     def _acquire_wait(self) -> float:

@@ -195,3 +195,42 @@ def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admi
     finally:
         first.stop(release=False)
         second.stop()
+
+
+def slow_standby(admin, lease: str) -> LeaderElector:
+    """A standby whose polls are 1-2.2 s apart (R = 1 s), to tell watching from polling."""
+    config = LeaderElectionConfig(namespace="default", name=lease, lease_duration=L, renew_deadline=D,
+                                  retry_period=1.0)
+    return LeaderElector(admin, config, gauge=gauge())
+
+
+def test_a_watching_standby_takes_a_dead_leaders_lease_when_it_expires(admin, lease: str) -> None:
+    """Its expiry counts from the last renewal as written, not from the poll that saw it
+    (a standby polling every 1-2.2 s would take up to L + 2.2 s)."""
+    a = elector(admin, lease).start()
+    assert a.leading.wait(5)
+    b = slow_standby(admin, lease).start()
+    try:
+        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
+        a.stop(release=False)  # a dies: no release, no more renewals
+        died = time.monotonic()
+        assert b.leading.wait(L + 3)
+        took = time.monotonic() - died
+        assert L - R - 0.1 <= took <= L + 0.3, took
+    finally:
+        b.stop()
+
+
+def test_a_watching_standby_takes_a_released_lease_at_once(admin, lease: str) -> None:
+    a = elector(admin, lease).start()
+    assert a.leading.wait(5)
+    b = slow_standby(admin, lease).start()
+    try:
+        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
+        time.sleep(0.1)  # b is asleep in its retry period
+        a.stop(release=True)
+        released = time.monotonic()
+        assert b.leading.wait(3)
+        assert time.monotonic() - released <= 0.3
+    finally:
+        b.stop()

@@ -52,6 +52,8 @@ LEADER_ELECTION: set[Rule] = {
     ("create", "coordination.k8s.io", "leases", ""),
     ("get", "coordination.k8s.io", "leases", "kube-scheduler"),
     ("update", "coordination.k8s.io", "leases", "kube-scheduler"),
+    ("list", "coordination.k8s.io", "leases", "kube-scheduler"),
+    ("watch", "coordination.k8s.io", "leases", "kube-scheduler"),
 }
 
 
