@@ -8,7 +8,10 @@ is left inside stays behind in etcd, unreachable. Use it when the controller
 cannot finish (an unavailable API service, a finalizer no controller serves).
 
 A namespace that is not terminating is refused unless ``--force``: clearing its
-finalizers would let a later delete skip the cleanup. ``metadata.finalizers``
+finalizers would let a later delete skip the cleanup, and leave the namespace
+Terminating until it is finalized again: a terminating namespace whose
+``spec.finalizers`` is already empty still gets the (empty) finalize update,
+which is what makes the API server delete it. ``metadata.finalizers``
 (other controllers' claims) are reported, not touched.
 """
 
@@ -18,7 +21,7 @@ import contextlib
 import logging
 import sys
 
-from kubernetes.client import CoreV1Api
+from kubernetes.client import CoreV1Api, V1NamespaceSpec
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.deploy import cmdline
@@ -50,7 +53,12 @@ def finalize(core: CoreV1Api, name: str, force: bool) -> list[str]:
                           f"Terminating: its finalizers make a delete clean up its contents; pass --force to "
                           f"remove them anyway")
     removed = list((ns.spec.finalizers if ns.spec else None) or [])
-    if removed:
+    # A terminating namespace whose spec.finalizers is already empty (emptied before the delete)
+    # is stuck too: the namespace controller leaves it as finalized and the API server deletes a
+    # namespace only on a finalize update. The same empty update releases it.
+    if removed or terminating:
+        if ns.spec is None:
+            ns.spec = V1NamespaceSpec()
         ns.spec.finalizers = []
         try:
             core.replace_namespace_finalize(name, ns, _request_timeout=30)

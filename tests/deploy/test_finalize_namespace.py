@@ -32,6 +32,24 @@ def test_releases_a_namespace_held_by_a_custom_finalizer(apiserver: ControlPlane
     assert namespace_state(admin, unique) == "absent"
 
 
+def test_releases_a_terminating_namespace_whose_finalizers_were_already_empty(
+        apiserver: ControlPlane, admin: ApiClient, unique: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Emptied before the delete (finalize-namespace --force on an Active namespace, then a delete):
+    nothing finalizes it any more, on a real cluster too; the empty finalize update releases it."""
+    core = CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": unique}})
+    ns = core.read_namespace(unique)
+    ns.spec.finalizers = []
+    core.replace_namespace_finalize(unique, ns)
+    core.delete_namespace(unique)
+    assert namespace_state(admin, unique) == "Terminating"
+    code, out, err = run_main(finalize_namespace.main, [unique, "--kubeconfig", apiserver.kubeconfig], capsys)
+    assert code == 0, err
+    assert out.splitlines() == [f"namespace {unique}: spec.finalizers was already empty",
+                                f"namespace {unique} is gone"]
+    assert namespace_state(admin, unique) == "absent"
+
+
 def test_metadata_finalizers_are_reported_not_removed(apiserver: ControlPlane, admin: ApiClient, unique: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     terminating(admin, unique, ["kubernetes"], ["example.com/meta"])
