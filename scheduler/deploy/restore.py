@@ -25,15 +25,17 @@ import logging
 import sys
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, CoordinationV1Api
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.leaderelection import annotated_as_ours
 from scheduler.deploy import cmdline, static
-from scheduler.deploy.cmdline import DeployError
+from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.kube import Cluster, Need
 from scheduler.deploy.templates import labels, render
 from scheduler.deploy.values import LoadedValues, override
 from scheduler.deploy.waiting import holder, holder_host, list_pods, read_lease, wait_holder, wait_pods_gone
+from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +115,11 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
     paths = static.Paths.of(v)
     cluster = Cluster(api)
     le_ns, le_name = v["leaderElection"]["resourceNamespace"], v["leaderElection"]["resourceName"]
-    cluster.require([Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, le_ns, le_name)],
-                    "restore static")
+    own_lease = v["static"]["leaseName"]
+    needs = [Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, le_ns, le_name)]
+    if own_lease != le_name:
+        needs += [Need(verb, "leases", LEASES, le_ns, own_lease) for verb in ("get", "delete")]
+    cluster.require(needs, "restore static")
     lease = read_lease(api, le_ns, le_name)
     # Ours, but not a replica of the lease method (that one is restore_lease's to wait for:
     # while its Deployment runs, the Lease would never come back here).
@@ -129,8 +134,27 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
              (", kube-scheduler's manifest is back and its pod Ready" if r.kube_scheduler_restored else ""))
     beside = override(values, "static.mode", "beside", "restore")  # the only mode with API objects
     cluster.delete(render("static", beside, root).objects, doing="restore static")
+    if own_lease != le_name:
+        _delete_own_lease(api, le_ns, own_lease)
     if held:
         _wait_back(api, le_ns, le_name, set(), ns.timeout)
+
+
+def _delete_own_lease(api: ApiClient, namespace: str, name: str) -> None:
+    """Beside mode's own Lease, now that no pod of ours renews it; one another scheduler holds stays."""
+    lease = read_lease(api, namespace, name)
+    if lease is None:
+        return
+    if holder(lease) and not annotated_as_ours(lease):
+        logger.warning("Lease is held by a scheduler that is not ours; leaving it",
+                       extra=kv(lease=f"{namespace}/{name}", holder=holder(lease)))
+        return
+    try:
+        CoordinationV1Api(api).delete_namespaced_lease(name, namespace, _request_timeout=30)
+    except ApiException as e:
+        if e.status != 404:
+            raise DeployError(f"Lease {namespace}/{name}: cannot delete it: {api_message(e)}") from None
+    logger.info("Deleted", extra=kv(object=f"Lease {namespace}/{name}"))
 
 
 def _method(text: str) -> str:

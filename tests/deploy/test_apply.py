@@ -235,6 +235,28 @@ def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
     assert holder(read_lease(admin, namespace, "kube-scheduler")) == ours
 
 
+@pytest.mark.parametrize("annotated", [True, False])
+def test_restore_static_deletes_beside_modes_own_lease_unless_a_stranger_holds_it(
+        apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Any,
+        capsys: pytest.CaptureFixture[str], annotated: bool) -> None:
+    """Our static pod in beside mode leaves its own Lease (released, or held by a killed pod);
+    restore removes it. A Lease of that name held by another scheduler is not ours to delete."""
+    sets = ["--set", f"leaderElection.resourceNamespace={namespace}"]
+    coord = CoordinationV1Api(admin)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    who = "n1_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
+    coord.create_namespaced_lease(namespace, {
+        "metadata": {"name": "my-scheduler", "annotations": {"dynamic-scheduler.io/holder": who if annotated else ""}},
+        "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now}})
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
+            "--set", f"static.configDir={tmp_path}/ds", "--timeout", "5", *sets]
+    code, out, err = run_main(restore.main, argv, capsys)
+    assert code == 0, err
+    assert (read_lease(admin, namespace, "my-scheduler") is None) == annotated
+
+
 def test_restore_static_needs_a_way_to_the_nodes(apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(restore.main, ["static", "--kubeconfig", apiserver.kubeconfig], capsys)
     assert (code, out) == (1, "")
