@@ -72,11 +72,15 @@ def held_namespace(core: client.CoreV1Api) -> Iterator[str]:
         add_finalizer(core, name)
         yield name
     finally:
-        ns = read(core, name)
-        if ns is not None:
-            ns["spec"]["finalizers"] = []
-            core.replace_namespace_finalize(name, ns)
+        # Delete first, then finalize: a namespace finalized while Active and deleted afterwards
+        # stays Terminating (nothing sends it a finalize update any more).
+        if read(core, name) is not None:
             core.delete_namespace(name)
+            ns = read(core, name)
+            if ns is not None:
+                ns["spec"]["finalizers"] = []
+                core.replace_namespace_finalize(name, ns)
+            wait_deleted(core, name, 60)
 
 
 def stuck(core: client.CoreV1Api, name: str) -> float:
