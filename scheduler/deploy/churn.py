@@ -67,10 +67,13 @@ def churn(api: ApiClient, namespace: str, selector: str | None, every: float, co
         if duration is not None and time.monotonic() - start >= duration:
             break
         n += 1
+        began = time.monotonic()
         report(delete_round(api, namespace, selector, n))
         if count is not None and n >= count:
             break
-        stop.wait(every)  # the timer between rounds; set() by a signal handler ends it early
+        # The timer runs from the start of the round (a round of many deletes can take seconds);
+        # set() by a signal handler ends it early.
+        stop.wait(max(0.0, every - (time.monotonic() - began)))
     return n
 
 
