@@ -69,7 +69,7 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         needs += [Need("list", "pods", "", "kube-system"), Need("delete", "pods", "", "kube-system"),
                   Need("delete", "leases", LEASES, le["resourceNamespace"], le["resourceName"])]
     start = time.monotonic()
-    Cluster(api).apply(rendered.objects, needs=needs, doing="deploy lease")
+    Cluster(api).apply(rendered.objects, needs=needs, doing="deploy lease", namespace_wait=ns.timeout)
     pods, _ = wait_rollout(api, vns, SCHEDULER_DEPLOYMENT, ns.timeout)
     ready_at = time.monotonic()
     logger.info("Replicas ready", extra=kv(pods=",".join(p.metadata.name for p in pods),
@@ -145,7 +145,7 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
                    v["static"]["leaseName"] if mode == "beside" else v["leaderElection"]["resourceName"])
     needs = [Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, *sched_lease)]
     cluster = Cluster(api)
-    created = cluster.apply(rendered.objects, needs=needs, doing="deploy static")
+    created = cluster.apply(rendered.objects, needs=needs, doing="deploy static", namespace_wait=ns.timeout)
     landed: dict[str, float] = {}
     installed: list[tuple[Any, static.Plan]] = []
     try:
@@ -204,7 +204,7 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
     needs = [Need("get", "deployments", "apps", vns, "prometheus"), Need("list", "pods", "", vns),
              Need("get", "services", "", vns, subresource="proxy")]
     start = time.monotonic()
-    cluster.apply(rendered.objects, needs=needs, doing="deploy prometheus")
+    cluster.apply(rendered.objects, needs=needs, doing="deploy prometheus", namespace_wait=ns.timeout)
     wait_rollout(api, vns, "prometheus", ns.timeout)
     metric = "cpu_usage_avg_5m"
 

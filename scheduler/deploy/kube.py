@@ -14,6 +14,10 @@
    ``dynamic-scheduler``, conflicts forced (these objects are ours). Should one
    still fail, the objects this run created are deleted again.
 
+A namespace the objects go in that is being deleted (a restore just before:
+namespace deletion takes a while) is waited for first, since nothing can be
+created in it; it is created again by the apply.
+
 A Namespace that already exists and does not carry our managed-by label is not
 ours: it is left as it is (so :meth:`Cluster.delete` later leaves it too).
 """
@@ -33,12 +37,14 @@ from kubernetes.dynamic.resource import Resource
 
 from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.templates import FIELD_MANAGER, MANAGED_BY, apply_order, delete_order, ref
+from scheduler.deploy.waiting import poll
 from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 REQUEST_TIMEOUT = 30.0
+NAMESPACE_WAIT = 300.0
 
 
 @dataclass(frozen=True, order=True)
@@ -153,13 +159,15 @@ class Cluster:
                 failures.append(f"{ref(obj)}: {api_message(e)}")
         return failures
 
-    def apply(self, objects: list[Obj], *, needs: Iterable[Need] = (), doing: str = "deploy") -> list[Obj]:
+    def apply(self, objects: list[Obj], *, needs: Iterable[Need] = (), doing: str = "deploy",
+              namespace_wait: float = NAMESPACE_WAIT) -> list[Obj]:
         """Check access, dry-run all, then apply all (see the module docstring).
 
         Returns the objects this run created (not those it updated), for a caller that must
         undo the deploy when a later step fails."""
         objects = apply_order(objects)
         self.require([*self.needs_for(objects, ("get", "patch")), *needs], doing)
+        self._wait_namespaces_deleted(objects, namespace_wait)
         live = {ref(o): self.get(o) for o in objects}
         skipped = [o for o in objects if o["kind"] == "Namespace" and live[ref(o)] is not None
                    and not is_ours(live[ref(o)])]
@@ -211,6 +219,29 @@ class Cluster:
                     from None
             raise
         return created
+
+    def _wait_namespaces_deleted(self, objects: list[Obj], timeout: float) -> None:
+        """Wait out the deletion of a namespace the objects go in (a restore just before):
+        nothing can be created in a namespace being deleted, and it is created again once gone."""
+        names = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+        names |= {o["metadata"].get("namespace") for o in objects} - {None}
+        for name in sorted(names):
+            probe = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            live = self.get(probe)
+            if live is None or not (live.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            logger.info("Namespace is being deleted; waiting until it is gone", extra=kv(namespace=name))
+
+            def gone(probe: Obj = probe) -> tuple[bool, str]:
+                now = self.get(probe)
+                return now is None, "gone" if now is None else f"{(now.get('status') or {}).get('phase')}"
+
+            try:
+                poll(f"namespace {name} deleted", gone, timeout)
+            except DeployError as e:
+                raise DeployError(f"{e}: nothing can be created in a namespace being deleted (is a finalizer "
+                                  f"holding it? make finalize-namespace NAMESPACE={name}); nothing was changed") \
+                    from None
 
     def _apply_one(self, obj: Obj) -> None:
         self._ssa(obj, dry_run=False)

@@ -7,13 +7,15 @@ from __future__ import annotations
 import copy
 import datetime
 import socket
+import threading
 from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.deploy import deploy, restore
+from scheduler.deploy import deploy, finalize_namespace, restore
+from scheduler.deploy.cmdline import DeployError
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.templates import FIELD_MANAGER
 from scheduler.deploy.waiting import holder, read_lease
@@ -91,6 +93,31 @@ def test_apply_creates_everything_then_restore_removes_it(apiserver: ControlPlan
         assert code == 0, err
     finally:
         cleanup(apiserver, "lease", "--set", sets[0])
+
+
+def test_apply_waits_until_a_namespace_being_deleted_is_gone(apiserver: ControlPlane, admin: ApiClient,
+                                                             unique: str) -> None:
+    """A deploy right after a restore: our namespace is still being deleted (the namespace
+    controller empties it first, which takes a while). Nothing can be created in it, so apply
+    waits until it is gone, then creates it again; if it never goes, apply says so and stops."""
+    objects = rendered("lease", f"namespace={unique}").objects
+    core = CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": unique, "labels": {"app.kubernetes.io/managed-by": "dynamic-scheduler"}}})
+    core.delete_namespace(unique)  # Terminating for good here: no namespace controller runs
+    with pytest.raises(DeployError, match=rf"namespace {unique} deleted: not done after 2s; last status: "
+                                          rf"Terminating: nothing can be created in a namespace being deleted"):
+        Cluster(admin).apply(objects, namespace_wait=2)
+    assert existing(admin, [o for o in objects if o["kind"] != "Namespace"]) == []
+    # What the namespace controller does once the namespace is empty, a moment later.
+    timer = threading.Timer(1.5, finalize_namespace.finalize, (core, unique, True))
+    timer.start()
+    try:
+        created = Cluster(admin).apply(objects, namespace_wait=30)
+        assert [o["kind"] for o in created] == [o["kind"] for o in objects]
+        assert namespace_state(admin, unique) == "Active"
+    finally:
+        timer.join()
+        cleanup(apiserver, "lease", "--set", f"namespace={unique}")
 
 
 def test_a_manifest_the_server_rejects_changes_nothing(apiserver: ControlPlane, admin: ApiClient, unique: str,
