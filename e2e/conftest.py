@@ -9,8 +9,10 @@ logs`` and the scheduler's logs are kept under _artifacts/.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,3 +98,27 @@ def ours_is_the_scheduler(kind_cluster: KindCluster) -> Iterator[str]:
         yield res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
     finally:
         restore()
+
+
+_SESSION_START = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The figures recorded (e2e/measure.py) since this run started, shown without -s or a failure."""
+    from e2e.measure import OUT
+
+    rows = []
+    for path in sorted(OUT.glob("*.jsonl")) if OUT.is_dir() else []:
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("time", "") >= _SESSION_START:
+                rows.append(entry)
+    if not rows:
+        return
+    terminalreporter.section(f"measured since {_SESSION_START} (in {OUT})")
+    for e in rows:
+        extra = {k: v for k, v in e.items() if k not in ("time", "suite", "name", "value", "test")}
+        terminalreporter.write_line(f"{e['suite']}: {e['name']} = {e['value']}" + (f"  {extra}" if extra else ""))
