@@ -232,7 +232,8 @@ class App:
             self.stop.wait(0.1)
         if self.stop.is_set():
             return self.shutdown(0)
-        logger.info("Caches are synced", extra=kv(pods=len(self.informers[0].store.keys()) if self.informers else 0))
+        pods = next((len(i.store) for i in self.informers if i.resource.plural == "pods"), 0)
+        logger.info("Caches are synced", extra=kv(pods=pods))
 
         if self.elector is None:
             self._start_scheduling()
