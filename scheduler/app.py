@@ -58,8 +58,14 @@ NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder", "Defa
 class Handle:
     """framework.Handle: what plugins may read."""
 
-    def __init__(self, cache: Cache, stores: dict[str, Store], api_client: ApiClient, scheduler_name: str,
-                 metrics_registry: Any) -> None:
+    def __init__(
+        self,
+        cache: Cache,
+        stores: dict[str, Store],
+        api_client: ApiClient,
+        scheduler_name: str,
+        metrics_registry: Any,
+    ) -> None:
         self.snapshot = cache
         self._stores = stores
         self.api_client = api_client
@@ -75,13 +81,19 @@ class Handle:
 
 def build_profile(cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics) -> Profile:
     points = prof.plugins
-    plugins = [build_plugin(name, prof.args_for(name), handle)
-               for name in points.names() if name not in NOT_BUILT]
+    plugins = [
+        build_plugin(name, prof.args_for(name), handle) for name in points.names() if name not in NOT_BUILT
+    ]
     return Profile(
-        prof.scheduler_name, plugins,
-        pre_filters=list(points.pre_filter), filters=list(points.filter),
-        pre_scores=list(points.pre_score), scores=list(prof.scores()),
-        reserves=list(points.reserve), pre_binds=list(points.pre_bind), post_binds=list(points.post_bind),
+        prof.scheduler_name,
+        plugins,
+        pre_filters=list(points.pre_filter),
+        filters=list(points.filter),
+        pre_scores=list(points.pre_score),
+        scores=list(prof.scores()),
+        reserves=list(points.reserve),
+        pre_binds=list(points.pre_bind),
+        post_binds=list(points.post_bind),
         percentage_of_nodes_to_score=cfg.percentage_for(prof),
         observe=metrics.extension_point_observer(prof.scheduler_name),
     )
@@ -150,11 +162,17 @@ class App:
 
     def build(self) -> None:
         cc = self.options.client_connection
-        self.api = new_api_client(ClientOptions(kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst,
-                                                pool_maxsize=BIND_WORKERS + 16))
+        self.api = new_api_client(
+            ClientOptions(
+                kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst, pool_maxsize=BIND_WORKERS + 16
+            )
+        )
         self.cache = Cache()
-        self.queue = SchedulingQueue(self.cfg.pod_initial_backoff_seconds, self.cfg.pod_max_backoff_seconds,
-                                     on_change=self.metrics.set_pending_pods)
+        self.queue = SchedulingQueue(
+            self.cfg.pod_initial_backoff_seconds,
+            self.cfg.pod_max_backoff_seconds,
+            on_change=self.metrics.set_pending_pods,
+        )
         handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
 
         needed = {"pods", "nodes"}
@@ -168,9 +186,11 @@ class App:
             elif plural == "nodes":
                 informer.add_handlers(handlers.on_node_add, handlers.on_node_update, handlers.on_node_delete)
             else:
-                informer.add_handlers(handlers.on_storage_change,
-                                      lambda old, new: handlers.on_storage_change(new),
-                                      handlers.on_storage_change)
+                informer.add_handlers(
+                    handlers.on_storage_change,
+                    lambda old, new: handlers.on_storage_change(new),
+                    handlers.on_storage_change,
+                )
             self.informers.append(informer)
         stores = {i.resource.plural: i.store for i in self.informers}
 
@@ -180,31 +200,48 @@ class App:
             profiles[prof.scheduler_name] = build_profile(self.cfg, prof, handle, self.metrics)
         self.recorder = EventRecorder(self.api)
         self.io = KubeIO(Binder(self.api), self.recorder)
-        self.scheduler = Scheduler(self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics),
-                                   bind_workers=BIND_WORKERS)
+        self.scheduler = Scheduler(
+            self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics), bind_workers=BIND_WORKERS
+        )
 
         le = self.options.leader_election
         if le.leader_elect:
             # Its own client, as kube-scheduler's: a burst of binds must not use up
             # the rate-limit tokens the renewals need (losing the lease exits).
-            le_api = new_api_client(ClientOptions(kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst,
-                                                  pool_maxsize=4, user_agent_suffix="leader-election"))
+            le_api = new_api_client(
+                ClientOptions(
+                    kubeconfig=cc.kubeconfig or None,
+                    qps=cc.qps,
+                    burst=cc.burst,
+                    pool_maxsize=4,
+                    user_agent_suffix="leader-election",
+                )
+            )
             self.elector = LeaderElector(
                 le_api,
-                LeaderElectionConfig(namespace=le.resource_namespace, name=le.resource_name,
-                                     lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
-                                     retry_period=le.retry_period, takeover=self.options.leader_elect_takeover),
+                LeaderElectionConfig(
+                    namespace=le.resource_namespace,
+                    name=le.resource_name,
+                    lease_duration=le.lease_duration,
+                    renew_deadline=le.renew_deadline,
+                    retry_period=le.retry_period,
+                    takeover=self.options.leader_elect_takeover,
+                ),
                 on_started_leading=self._start_scheduling,
                 gauge=self.metrics.leader_election_master_status,
             )
 
-        self.server = SecureServer.from_options(self.options.serving, self.metrics.registry,
-                                                pod_ip=os.environ.get("POD_IP"))
+        self.server = SecureServer.from_options(
+            self.options.serving, self.metrics.registry, pod_ip=os.environ.get("POD_IP")
+        )
         if self.server is not None:
             if self.elector is not None:
                 self.server.add_check("leaderElection", self.elector.check, ("healthz", "livez"))
-            self.server.add_check("sched-handler-sync",
-                                  handler_sync_check(lambda: all(i.has_synced() for i in self.informers)), [READYZ])
+            self.server.add_check(
+                "sched-handler-sync",
+                handler_sync_check(lambda: all(i.has_synced() for i in self.informers)),
+                [READYZ],
+            )
             self.server.add_check("shutdown", shutdown_check(self.stop.is_set), [READYZ])
 
     # --- running --------------------------------------------------------------------
@@ -213,16 +250,25 @@ class App:
         if self.stop.is_set() or self.scheduling.is_set():
             return
         self.scheduling.set()
-        logger.info("Started leading; scheduling", extra=kv(
-            identity=self.elector.identity if self.elector else "", profiles=sorted(self.scheduler.profiles)))
-        self.loop_thread = threading.Thread(target=self.scheduler.run, args=(self.stop,), name="scheduling-loop",
-                                            daemon=True)
+        logger.info(
+            "Started leading; scheduling",
+            extra=kv(
+                identity=self.elector.identity if self.elector else "",
+                profiles=sorted(self.scheduler.profiles),
+            ),
+        )
+        self.loop_thread = threading.Thread(
+            target=self.scheduler.run, args=(self.stop,), name="scheduling-loop", daemon=True
+        )
         self.loop_thread.start()
 
     def run(self) -> int:
         if self.server is not None:
             self.server.start()
-            logger.info("Serving securely", extra=kv(address=f"{self.options.serving.bind_address}:{self.server.port}"))
+            logger.info(
+                "Serving securely",
+                extra=kv(address=f"{self.options.serving.bind_address}:{self.server.port}"),
+            )
         self.recorder.start()
         for i in self.informers:
             i.start()
@@ -244,8 +290,10 @@ class App:
         while not self.stop.is_set() and not self.elector.lost.is_set() and not self.elector.done.is_set():
             self.stop.wait(0.5)
         if self.elector.lost.is_set() and not self.stop.is_set():
-            logger.error("Leaderelection lost", extra=kv(lease=f"{self.elector.config.namespace}/"
-                                                                f"{self.elector.config.name}"))
+            logger.error(
+                "Leaderelection lost",
+                extra=kv(lease=f"{self.elector.config.namespace}/{self.elector.config.name}"),
+            )
             return self.shutdown(1, release=False)
         return self.shutdown(0)
 

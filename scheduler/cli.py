@@ -38,10 +38,15 @@ PROG = "dynamic-scheduler"
 DELEGATED = {
     "render": ("scheduler.deploy.render", "render the manifests (Deployment, RBAC, ConfigMap) to stdout"),
     "churn": ("scheduler.deploy.churn", "delete pods on a timer so they are scheduled again"),
-    "finalize-namespace": ("scheduler.deploy.finalize_namespace",
-                           "remove the finalizers of a namespace stuck in Terminating"),
+    "finalize-namespace": (
+        "scheduler.deploy.finalize_namespace",
+        "remove the finalizers of a namespace stuck in Terminating",
+    ),
     "deploy": ("scheduler.deploy.deploy", "deploy lease|static|prometheus to the cluster and wait for it"),
-    "restore": ("scheduler.deploy.restore", "give scheduling back to kube-scheduler and remove what deploy made"),
+    "restore": (
+        "scheduler.deploy.restore",
+        "give scheduling back to kube-scheduler and remove what deploy made",
+    ),
 }
 
 _LEADER_FLAGS = {
@@ -65,7 +70,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
-            message = message[len("argument "):]
+            message = message[len("argument ") :]
         raise _UsageError(message)
 
 
@@ -110,9 +115,13 @@ def _duration(text: str) -> float:
     try:
         ns = parse_duration(text)
     except DurationError as e:
-        raise argparse.ArgumentTypeError(f'expected a Go duration like "15s", got {describe(text)} ({e})') from None
+        raise argparse.ArgumentTypeError(
+            f'expected a Go duration like "15s", got {describe(text)} ({e})'
+        ) from None
     if ns <= 0:
-        raise argparse.ArgumentTypeError(f'expected a Go duration greater than 0, like "15s", got {describe(text)}')
+        raise argparse.ArgumentTypeError(
+            f'expected a Go duration greater than 0, like "15s", got {describe(text)}'
+        )
     return ns / 1e9
 
 
@@ -120,7 +129,9 @@ def _ip_address(text: str) -> str:
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an IP address like 0.0.0.0, got {describe(text)}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address like 0.0.0.0, got {describe(text)}"
+        ) from None
 
 
 def _logging_format(text: str) -> str:
@@ -135,49 +146,97 @@ def _logging_format(text: str) -> str:
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     misc = p.add_argument_group("misc")
     misc.add_argument("--config", metavar="FILE", help="the KubeSchedulerConfiguration file")
-    misc.add_argument("--write-config-to", metavar="PATH",
-                      help="write the effective configuration (defaults applied, v1) to PATH ('-': stdout) and exit")
+    misc.add_argument(
+        "--write-config-to",
+        metavar="PATH",
+        help="write the effective configuration (defaults applied, v1) to PATH ('-': stdout) and exit",
+    )
     misc.add_argument("--version", action="store_true", help="print the version and exit")
 
     client = p.add_argument_group("client (override clientConnection)")
-    client.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig file with the API server and credentials (default: in-cluster)")
-    client.add_argument("--kube-api-qps", type=_positive_float, metavar="QPS", help="requests per second (default 50)")
-    client.add_argument("--kube-api-burst", type=_int_type(1), metavar="N", help="request burst (default 100)")
+    client.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file with the API server and credentials (default: in-cluster)",
+    )
+    client.add_argument(
+        "--kube-api-qps", type=_positive_float, metavar="QPS", help="requests per second (default 50)"
+    )
+    client.add_argument(
+        "--kube-api-burst", type=_int_type(1), metavar="N", help="request burst (default 100)"
+    )
 
     le = p.add_argument_group("leader election (override leaderElection)")
-    le.add_argument("--leader-elect", type=_flag_bool, nargs="?", const=True, metavar="BOOL",
-                    help="compete for the Lease before scheduling (default true)")
+    le.add_argument(
+        "--leader-elect",
+        type=_flag_bool,
+        nargs="?",
+        const=True,
+        metavar="BOOL",
+        help="compete for the Lease before scheduling (default true)",
+    )
     le.add_argument("--leader-elect-lease-duration", type=_duration, metavar="DURATION", help="default 15s")
     le.add_argument("--leader-elect-renew-deadline", type=_duration, metavar="DURATION", help="default 10s")
     le.add_argument("--leader-elect-retry-period", type=_duration, metavar="DURATION", help="default 2s")
     le.add_argument("--leader-elect-resource-lock", metavar="KIND", help='only "leases" (the default)')
     le.add_argument("--leader-elect-resource-name", metavar="NAME", help="default kube-scheduler")
     le.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE", help="default kube-system")
-    le.add_argument("--leader-elect-takeover", type=_flag_bool, nargs="?", const=True, default=False,
-                    metavar="BOOL", help="at start, take the Lease from a holder that is not one of ours")
+    le.add_argument(
+        "--leader-elect-takeover",
+        type=_flag_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="at start, take the Lease from a holder that is not one of ours",
+    )
 
     serving = p.add_argument_group("secure serving (/healthz, /livez, /readyz, /metrics)")
-    serving.add_argument("--secure-port", type=_int_type(0, 65535), default=DEFAULT_SECURE_PORT, metavar="PORT",
-                         help=f"HTTPS port; 0 serves nothing (default {DEFAULT_SECURE_PORT})")
-    serving.add_argument("--bind-address", type=_ip_address, default="0.0.0.0", metavar="IP",
-                         help="default 0.0.0.0")
+    serving.add_argument(
+        "--secure-port",
+        type=_int_type(0, 65535),
+        default=DEFAULT_SECURE_PORT,
+        metavar="PORT",
+        help=f"HTTPS port; 0 serves nothing (default {DEFAULT_SECURE_PORT})",
+    )
+    serving.add_argument(
+        "--bind-address", type=_ip_address, default="0.0.0.0", metavar="IP", help="default 0.0.0.0"
+    )
     serving.add_argument("--tls-cert-file", metavar="FILE", help="default: a self-signed certificate")
     serving.add_argument("--tls-private-key-file", metavar="FILE")
 
     logging_ = p.add_argument_group("logging")
-    logging_.add_argument("-v", "--v", dest="v", type=_int_type(0), default=0, metavar="N",
-                          help="log verbosity (klog levels; 2 operator, 4 debug)")
-    logging_.add_argument("--logging-format", type=_logging_format, default="text", metavar="FORMAT",
-                          help="text or json (default text)")
+    logging_.add_argument(
+        "-v",
+        "--v",
+        dest="v",
+        type=_int_type(0),
+        default=0,
+        metavar="N",
+        help="log verbosity (klog levels; 2 operator, 4 debug)",
+    )
+    logging_.add_argument(
+        "--logging-format",
+        type=_logging_format,
+        default="text",
+        metavar="FORMAT",
+        help="text or json (default text)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, allow_abbrev=False,
-                     description="A kube-scheduler-compatible scheduler with crane's load-aware Dynamic plugin.")
+    parser = _Parser(
+        prog=PROG,
+        allow_abbrev=False,
+        description="A kube-scheduler-compatible scheduler with crane's load-aware Dynamic plugin.",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    run = commands.add_parser("run", allow_abbrev=False, help="run the scheduler (the default command)",
-                              description="Run the scheduler. Flags set explicitly win over --config.")
+    run = commands.add_parser(
+        "run",
+        allow_abbrev=False,
+        help="run the scheduler (the default command)",
+        description="Run the scheduler. Flags set explicitly win over --config.",
+    )
     _add_run_flags(run)
     run.set_defaults(handler=_run)
     for name, (_, help_text) in DELEGATED.items():
@@ -197,7 +256,9 @@ def apply_flags(config: Any, ns: argparse.Namespace) -> Any:
         client["qps"] = ns.kube_api_qps
     if ns.kube_api_burst is not None:
         client["burst"] = ns.kube_api_burst
-    leader = {attr: getattr(ns, dest) for dest, attr in _LEADER_FLAGS.items() if getattr(ns, dest) is not None}
+    leader = {
+        attr: getattr(ns, dest) for dest, attr in _LEADER_FLAGS.items() if getattr(ns, dest) is not None
+    }
     if not client and not leader:
         return config
     election = replace(config.leader_election, **leader)
@@ -205,12 +266,15 @@ def apply_flags(config: Any, ns: argparse.Namespace) -> Any:
         election.validate("leaderElection")
     except ConfigError as e:
         key = e.path.rsplit(".", 1)[-1]
-        flag = next((d for d, a in _LEADER_FLAGS.items() if camel(a) == key and getattr(ns, d) is not None), None)
+        flag = next(
+            (d for d, a in _LEADER_FLAGS.items() if camel(a) == key and getattr(ns, d) is not None), None
+        )
         if flag is not None:
             raise ConfigError(None, "--" + flag.replace("_", "-"), e.message) from None
         raise ConfigError(config.source, e.path, e.message) from None
-    return replace(config, leader_election=election,
-                   client_connection=replace(config.client_connection, **client))
+    return replace(
+        config, leader_election=election, client_connection=replace(config.client_connection, **client)
+    )
 
 
 def _serving(ns: argparse.Namespace) -> ServingOptions:
@@ -222,8 +286,9 @@ def _serving(ns: argparse.Namespace) -> ServingOptions:
     for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
         if path is not None and not os.access(path, os.R_OK):
             raise ConfigError(None, flag, f"expected a readable file, got {describe(path)}")
-    return ServingOptions(secure_port=ns.secure_port, bind_address=ns.bind_address,
-                          tls_cert_file=cert, tls_private_key_file=key)
+    return ServingOptions(
+        secure_port=ns.secure_port, bind_address=ns.bind_address, tls_cert_file=cert, tls_private_key_file=key
+    )
 
 
 def _write_config(config: Any, path: str) -> None:
@@ -252,21 +317,32 @@ def _run(ns: argparse.Namespace) -> int:
         _write_config(config, ns.write_config_to)
         return 0
     config = with_dynamic_policies(config)
-    options = Options(config=config, serving=serving,
-                      logging=LoggingOptions(verbosity=ns.v, format=ns.logging_format),
-                      leader_elect_takeover=ns.leader_elect_takeover, config_file=ns.config)
-    logger.log(logs.V(2), "Starting", extra=kv(
-        version=__version__, profiles=",".join(config.scheduler_names()),
-        leaderElect=options.leader_election.leader_elect,
-        leaseDuration=format_seconds(options.leader_election.lease_duration),
-        securePort=serving.secure_port))
+    options = Options(
+        config=config,
+        serving=serving,
+        logging=LoggingOptions(verbosity=ns.v, format=ns.logging_format),
+        leader_elect_takeover=ns.leader_elect_takeover,
+        config_file=ns.config,
+    )
+    logger.log(
+        logs.V(2),
+        "Starting",
+        extra=kv(
+            version=__version__,
+            profiles=",".join(config.scheduler_names()),
+            leaderElect=options.leader_election.leader_elect,
+            leaseDuration=format_seconds(options.leader_election.lease_duration),
+            securePort=serving.secure_port,
+        ),
+    )
     try:
         app = importlib.import_module("scheduler.app")
     except ImportError as e:
         if e.name != "scheduler.app":
             raise
-        raise ConfigError(None, "run", "the scheduler application (scheduler.app) is not available in this build") \
-            from None
+        raise ConfigError(
+            None, "run", "the scheduler application (scheduler.app) is not available in this build"
+        ) from None
     return int(app.run(options))
 
 

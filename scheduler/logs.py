@@ -45,7 +45,13 @@ def _fmt_value(v: Any) -> str:
 
 
 class KlogFormatter(logging.Formatter):
-    _sev = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E", logging.CRITICAL: "F"}
+    _sev = {
+        logging.DEBUG: "I",
+        logging.INFO: "I",
+        logging.WARNING: "W",
+        logging.ERROR: "E",
+        logging.CRITICAL: "F",
+    }
 
     def format(self, record: logging.LogRecord) -> str:
         sev = "I" if record.levelno < logging.WARNING else self._sev.get(record.levelno, "E")

@@ -81,15 +81,22 @@ class Metrics:
             "scheduler_schedule_attempts_total",
             "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
             "could not be scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"], registry=r)
+            ["result", "profile"],
+            registry=r,
+        )
         self.scheduling_attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-            ["result", "profile"], buckets=exponential_buckets(0.001, 2, 15), registry=r)
+            ["result", "profile"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
         self.scheduling_algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
             "[ALPHA] Scheduling algorithm latency in seconds (filter and score, without binding)",
-            buckets=exponential_buckets(0.001, 2, 15), registry=r)
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
             "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in "
@@ -97,39 +104,55 @@ class Metrics:
             "pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' "
             "is the number of unschedulable pods that the scheduler never attempted to schedule "
             "because they are gated.",
-            ["queue"], registry=r)
+            ["queue"],
+            registry=r,
+        )
         self.pod_scheduling_attempts = Histogram(
             "scheduler_pod_scheduling_attempts",
             "[STABLE] Number of attempts to successfully schedule a pod.",
-            buckets=exponential_buckets(1, 2, 5), registry=r)
+            buckets=exponential_buckets(1, 2, 5),
+            registry=r,
+        )
         self.pod_scheduling_sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the "
             "scheduling queue and might involve multiple scheduling attempts.",
-            ["attempts"], buckets=exponential_buckets(0.01, 2, 20), registry=r)
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=r,
+        )
         self.framework_extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "[STABLE] Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
-            buckets=exponential_buckets(0.0001, 2, 12), registry=r)
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=r,
+        )
         self.queue_incoming_pods = Counter(
             "scheduler_queue_incoming_pods_total",
             "[STABLE] Number of pods added to scheduling queues by event and queue type.",
-            ["queue", "event"], registry=r)
+            ["queue", "event"],
+            registry=r,
+        )
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts_total",
             "[STABLE] Total preemption attempts in the cluster till now",
-            registry=r)
+            registry=r,
+        )
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims",
             "[STABLE] Number of selected preemption victims",
-            buckets=exponential_buckets(1, 2, 7), registry=r)
+            buckets=exponential_buckets(1, 2, 7),
+            registry=r,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates "
             "backup, 1 indicates master. 'name' is the string used to identify the lease. Please "
             "make sure to group by name.",
-            ["name"], registry=r)
+            ["name"],
+            registry=r,
+        )
 
         self._pending = {q: self.pending_pods.labels(q) for q in PENDING_QUEUES}
         self._attempt: dict[tuple[str, str], tuple[Callable[[], None], Callable[[float], None]]] = {}
@@ -145,8 +168,10 @@ class Metrics:
         if pair is None:
             if result not in RESULTS:
                 raise ValueError(f"result must be one of {', '.join(RESULTS)}, not {result!r}")
-            pair = (self.schedule_attempts.labels(result, profile).inc,
-                    self.scheduling_attempt_duration.labels(result, profile).observe)
+            pair = (
+                self.schedule_attempts.labels(result, profile).inc,
+                self.scheduling_attempt_duration.labels(result, profile).observe,
+            )
             self._attempt[(result, profile)] = pair
         pair[0]()
         pair[1](seconds)

@@ -102,9 +102,14 @@ def ping() -> None:
     return None
 
 
-def leader_election_watchdog(is_leader: Callable[[], bool], last_renewed: Callable[[], float | None],
-                             lease_duration: float, lease_name: str, tolerance: float = 20.0,
-                             clock: Callable[[], float] = time.monotonic) -> Check:
+def leader_election_watchdog(
+    is_leader: Callable[[], bool],
+    last_renewed: Callable[[], float | None],
+    lease_duration: float,
+    lease_name: str,
+    tolerance: float = 20.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Check:
     """client-go's leader-election WatchDog (kube-scheduler registers it as ``leaderElection``).
 
     Healthy while not leading. While leading, unhealthy once the last successful
@@ -159,16 +164,28 @@ def self_signed_certificate(hosts: Iterable[str]) -> tuple[bytes, bytes]:
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=365))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .sign(key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -248,9 +265,17 @@ class _Handler(WSGIRequestHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         headers = getattr(self, "headers", None)  # unset when the request line was malformed
-        logger.log(V(5), "HTTP", extra=kv(verb=getattr(self, "command", None), URI=getattr(self, "path", None),
-                                          resp=str(code), srcIP=self.client_address[0],
-                                          userAgent=headers.get("User-Agent", "") if headers else ""))
+        logger.log(
+            V(5),
+            "HTTP",
+            extra=kv(
+                verb=getattr(self, "command", None),
+                URI=getattr(self, "path", None),
+                resp=str(code),
+                srcIP=self.client_address[0],
+                userAgent=headers.get("User-Agent", "") if headers else "",
+            ),
+        )
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.log(V(4), "HTTP request error", extra=kv(srcIP=self.client_address[0], err=format % args))
@@ -285,7 +310,9 @@ class _Server(ThreadingMixIn, WSGIServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         err = sys.exc_info()[1]
         if isinstance(err, OSError):  # TLS handshake failures, resets, timeouts: probes and scanners
-            logger.log(V(4), "TLS handshake or connection error", extra=kv(client=client_address[0], err=str(err)))
+            logger.log(
+                V(4), "TLS handshake or connection error", extra=kv(client=client_address[0], err=str(err))
+            )
         else:
             logger.error("Error serving a request", exc_info=True, extra=kv(client=client_address[0]))
 
@@ -307,9 +334,16 @@ class SecureServer:
     Certificate problems raise :class:`ServingError` here, a taken port in :meth:`start`.
     """
 
-    def __init__(self, registry: CollectorRegistry, *, bind_address: str = "0.0.0.0",
-                 port: int = DEFAULT_SECURE_PORT, cert_file: str | None = None, key_file: str | None = None,
-                 pod_ip: str | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        bind_address: str = "0.0.0.0",
+        port: int = DEFAULT_SECURE_PORT,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+        pod_ip: str | None = None,
+    ) -> None:
         self.bind_address = bind_address
         self._requested_port = port
         self._metrics_app = make_wsgi_app(registry)
@@ -324,8 +358,19 @@ class SecureServer:
             cert_pem, key_pem = read_key_pair(cert_file, key_file)
         else:
             specific = bind_address not in ("", "0.0.0.0", "::")
-            hosts = [h for h in dict.fromkeys(["localhost", "127.0.0.1", socket.gethostname(), pod_ip or "",
-                                               bind_address if specific else ""]) if h]
+            hosts = [
+                h
+                for h in dict.fromkeys(
+                    [
+                        "localhost",
+                        "127.0.0.1",
+                        socket.gethostname(),
+                        pod_ip or "",
+                        bind_address if specific else "",
+                    ]
+                )
+                if h
+            ]
             cert_pem, key_pem = self_signed_certificate(hosts)
             logger.log(V(2), "Generated self-signed cert (in-memory)", extra=kv(hosts=",".join(hosts)))
         self.certificate_pem = cert_pem
@@ -339,14 +384,21 @@ class SecureServer:
             raise ServingError(f"unable to load serving certificate {what}: {e.reason or e}") from None
 
     @classmethod
-    def from_options(cls, options: ServingFlags, registry: CollectorRegistry,
-                     pod_ip: str | None = None) -> SecureServer | None:
+    def from_options(
+        cls, options: ServingFlags, registry: CollectorRegistry, pod_ip: str | None = None
+    ) -> SecureServer | None:
         """The server the flags ask for (``scheduler.config.options.ServingOptions``),
         or None for ``--secure-port=0``."""
         if options.secure_port == 0:
             return None
-        return cls(registry, bind_address=options.bind_address, port=options.secure_port,
-                   cert_file=options.tls_cert_file, key_file=options.tls_private_key_file, pod_ip=pod_ip)
+        return cls(
+            registry,
+            bind_address=options.bind_address,
+            port=options.secure_port,
+            cert_file=options.tls_cert_file,
+            key_file=options.tls_private_key_file,
+            pod_ip=pod_ip,
+        )
 
     def add_check(self, name: str, check: Check, endpoints: Iterable[str] = ALL_ENDPOINTS) -> None:
         """Run ``check`` for each of ``endpoints`` (healthz, livez, readyz), after those added before."""
@@ -378,8 +430,9 @@ class SecureServer:
         except OSError as e:
             raise ServingError(f"failed to listen on {where}: {e.strerror or e}") from None
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="secure-serving", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="secure-serving", daemon=True
+        )
         self._thread.start()
         logger.info("Serving securely on", extra=kv(address=_host_port(self.bind_address, self.port)))
 
@@ -392,7 +445,9 @@ class SecureServer:
         server.server_close()
         if self._thread is not None:
             self._thread.join()
-        logger.info("Stopped serving securely", extra=kv(address=_host_port(self.bind_address, server.server_port)))
+        logger.info(
+            "Stopped serving securely", extra=kv(address=_host_port(self.bind_address, server.server_port))
+        )
 
     # --- request handling ---------------------------------------------------------------
 
@@ -400,11 +455,17 @@ class SecureServer:
         method = environ["REQUEST_METHOD"]
         try:
             if method not in ("GET", "HEAD"):
-                status, headers, body = "405 Method Not Allowed", [*_TEXT, ("Allow", "GET, HEAD")], b"method not allowed\n"
+                status, headers, body = (
+                    "405 Method Not Allowed",
+                    [*_TEXT, ("Allow", "GET, HEAD")],
+                    b"method not allowed\n",
+                )
             elif environ.get("PATH_INFO") == "/metrics":
                 status, headers, body = self._metrics(environ)
             else:
-                status, headers, body = self._health(environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+                status, headers, body = self._health(
+                    environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+                )
         except Exception:
             logger.exception("Error answering a request", extra=kv(URI=environ.get("PATH_INFO")))
             status, headers, body = "500 Internal Server Error", list(_TEXT), b"internal server error\n"
@@ -413,8 +474,11 @@ class SecureServer:
 
     def _metrics(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         got: list[Any] = []
-        body = b"".join(self._metrics_app({**environ, "REQUEST_METHOD": "GET"},
-                                          lambda status, headers: got.extend((status, headers))))
+        body = b"".join(
+            self._metrics_app(
+                {**environ, "REQUEST_METHOD": "GET"}, lambda status, headers: got.extend((status, headers))
+            )
+        )
         return got[0], list(got[1]), body
 
     def _health(self, path: str, query: str) -> tuple[str, list[tuple[str, str]], bytes]:

@@ -66,8 +66,13 @@ def find_bin_dir() -> Path | None:
     if env:
         return Path(env)
     try:
-        out = subprocess.run(["bash", str(REPO / "hack/tools/bin-dir.sh")], capture_output=True, text=True,
-                             timeout=60, check=False)
+        out = subprocess.run(
+            ["bash", str(REPO / "hack/tools/bin-dir.sh")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0 or not out.stdout.strip():
@@ -85,8 +90,9 @@ def free_port() -> int:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _pem_cert(cert: x509.Certificate) -> bytes:
@@ -100,16 +106,31 @@ class CA:
         self.key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-scheduler-test-ca")])
         now = datetime.datetime.now(datetime.UTC)
-        self.cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                     .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
-                     .not_valid_before(now - datetime.timedelta(hours=1))
-                     .not_valid_after(now + datetime.timedelta(days=2))
-                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                     .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                  content_commitment=False, key_encipherment=False,
-                                                  data_encipherment=False, key_agreement=False,
-                                                  encipher_only=False, decipher_only=False), critical=True)
-                     .sign(self.key, hashes.SHA256()))
+        self.cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self.key, hashes.SHA256())
+        )
         self.pem = _pem_cert(self.cert)
 
     def issue(self, cn: str, orgs: tuple[str, ...] = (), *, server: bool = False) -> tuple[bytes, bytes]:
@@ -118,18 +139,39 @@ class CA:
         attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
         attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
         now = datetime.datetime.now(datetime.UTC)
-        b = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(self.cert.subject)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(hours=1))
-             .not_valid_after(now + datetime.timedelta(days=1))
-             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server
-                                                   else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
-                            critical=False))
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [
+                        x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+                        if server
+                        else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+                    ]
+                ),
+                critical=False,
+            )
+        )
         if server:
-            b = b.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
-                x509.DNSName("kubernetes.default.svc"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("10.0.0.1"))]), critical=False)
+            b = b.add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.DNSName("kubernetes"),
+                        x509.DNSName("kubernetes.default"),
+                        x509.DNSName("kubernetes.default.svc"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
         return _pem_cert(b.sign(self.key, hashes.SHA256())), _pem_key(key)
 
 
@@ -147,8 +189,13 @@ class Proc:
 
     def start(self) -> Proc:
         with open(self.log, "ab") as out:
-            self.popen = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self.popen = subprocess.Popen(
+                self.args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     @property
@@ -246,10 +293,14 @@ class ControlPlane:
         (pki / "apiserver.key").write_bytes(key)
         sa = ec.generate_private_key(ec.SECP256R1())
         (pki / "sa.key").write_bytes(_pem_key(sa))
-        (pki / "sa.pub").write_bytes(sa.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        (pki / "sa.pub").write_bytes(
+            sa.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
         (self.dir / "audit-policy.yaml").write_text(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
+        )
         self._start_etcd()
         self.port = free_port()
         self.apiserver_proc = self.start_apiserver(self.port, name="kube-apiserver", audit=True, main=True)
@@ -259,12 +310,22 @@ class ControlPlane:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
-        self.etcd = Proc("etcd", [
-            str(self.bin_dir / "etcd"), "--name=test", f"--data-dir={self.dir / 'etcd'}",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=test={peer_url}", "--unsafe-no-fsync", "--log-level=warn",
-        ], self.dir / "etcd.log").start()
+        self.etcd = Proc(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=test",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=test={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            self.dir / "etcd.log",
+        ).start()
         self._wait(lambda: _http_ok(f"{self.etcd_url}/health"), self.etcd, "etcd /health")
 
     def start_apiserver(self, port: int, *, name: str, audit: bool = False, main: bool = False) -> Proc:
@@ -277,9 +338,12 @@ class ControlPlane:
         args = [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
             f"--cert-dir={self.dir / ('certs-' + name)}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -292,9 +356,12 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
         ]
         if audit:
-            args += [f"--audit-policy-file={self.dir / 'audit-policy.yaml'}",
-                     f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
-                     "--audit-log-mode=blocking"]
+            args += [
+                f"--audit-policy-file={self.dir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+            ]
         proc = Proc(name, args, self.dir / f"{name}.log").start()
         if not main:
             self.extra.append(proc)
@@ -325,8 +392,10 @@ class ControlPlane:
             if ok():
                 return
             if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'}) "
-                                   f"before {what}:\n{proc.tail()}")
+                raise RuntimeError(
+                    f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'}) "
+                    f"before {what}:\n{proc.tail()}"
+                )
             time.sleep(0.2)
         raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s:\n{proc.tail()}")
 
@@ -347,18 +416,29 @@ class ControlPlane:
 
     # -- identities --
 
-    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = (), *, name: str | None = None,
-                       server: str | None = None) -> Path:
+    def kubeconfig_for(
+        self, user: str, groups: tuple[str, ...] = (), *, name: str | None = None, server: str | None = None
+    ) -> Path:
         """A kubeconfig authenticating as ``user`` (CN) in ``groups`` (O) by a client certificate
         our CA signs; ``server`` overrides the URL (e.g. a proxy in front of the API server)."""
         crt, key = self.ca.issue(user, groups)
         kc = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "test", "preferences": {},
-            "clusters": [{"name": "test", "cluster": {
-                "server": server or self.url,
-                "certificate-authority": str(self.dir / "pki" / "ca.crt")}}],
-            "users": [{"name": user, "user": {
-                "client-certificate-data": _b64(crt), "client-key-data": _b64(key)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "test",
+            "preferences": {},
+            "clusters": [
+                {
+                    "name": "test",
+                    "cluster": {
+                        "server": server or self.url,
+                        "certificate-authority": str(self.dir / "pki" / "ca.crt"),
+                    },
+                }
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate-data": _b64(crt), "client-key-data": _b64(key)}}
+            ],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
         }
         safe = name or "".join(c if c.isalnum() else "-" for c in user) + "-" + os.urandom(3).hex()
@@ -366,32 +446,52 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(kc))
         return path
 
-    def api_client(self, user: str | None = None, groups: tuple[str, ...] = (), server: str | None = None) -> Any:
+    def api_client(
+        self, user: str | None = None, groups: tuple[str, ...] = (), server: str | None = None
+    ) -> Any:
         """A ``kubernetes.client.ApiClient`` (admin unless ``user`` is given)."""
-        path = self.kubeconfig if user is None and server is None else \
-            str(self.kubeconfig_for(user or "admin", groups if user else ("system:masters",), server=server))
+        path = (
+            self.kubeconfig
+            if user is None and server is None
+            else str(
+                self.kubeconfig_for(user or "admin", groups if user else ("system:masters",), server=server)
+            )
+        )
         return config.new_client_from_config(config_file=path, persist_config=False)
 
     # -- tools --
 
     def kubectl_run(self, *args: str, timeout: float = 30) -> str:
-        out = subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args], capture_output=True,
-                             text=True, timeout=timeout, check=False)
+        out = subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {out.stderr}")
         return out.stdout
 
-    def start_kube_scheduler(self, scheduler_config: dict[str, Any], name: str = "kube-scheduler",
-                             extra_args: tuple[str, ...] = ()) -> Proc:
+    def start_kube_scheduler(
+        self, scheduler_config: dict[str, Any], name: str = "kube-scheduler", extra_args: tuple[str, ...] = ()
+    ) -> Proc:
         """Run the real Go kube-scheduler with ``config`` (a KubeSchedulerConfiguration whose
         clientConnection is filled in), as the ``system:kube-scheduler`` user."""
         kc = self.kubeconfig_for("system:kube-scheduler", name=f"{name}-{os.urandom(3).hex()}")
-        cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", **scheduler_config}
+        cfg = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            **scheduler_config,
+        }
         cfg["clientConnection"] = {"kubeconfig": str(kc)}
         path = self.dir / f"{name}-{os.urandom(3).hex()}.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        proc = Proc(name, [str(self.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=2",
-                           *extra_args], self.dir / f"{path.stem}.log").start()
+        proc = Proc(
+            name,
+            [str(self.kube_scheduler), f"--config={path}", "--secure-port=0", "-v=2", *extra_args],
+            self.dir / f"{path.stem}.log",
+        ).start()
         self.extra.append(proc)
         return proc
 
@@ -430,7 +530,9 @@ def apiserver() -> Iterator[ControlPlane]:
     global _current
     bin_dir = find_bin_dir()
     if bin_dir is None or not (bin_dir / "kube-apiserver").exists():
-        pytest.fail("the pinned kube-apiserver/etcd binaries are not built: run make tools first", pytrace=False)
+        pytest.fail(
+            "the pinned kube-apiserver/etcd binaries are not built: run make tools first", pytrace=False
+        )
     tmp = Path(tempfile.mkdtemp(prefix="ds-apiserver-"))
     cp = ControlPlane(bin_dir=bin_dir, dir=tmp)
     try:

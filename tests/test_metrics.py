@@ -39,7 +39,9 @@ def test_attempts_are_counted_and_timed_by_result_and_profile():
     m.pod_schedule_error("dynamic", 0.001)
 
     assert value(m, "scheduler_schedule_attempts_total", result=SCHEDULED, profile="default-scheduler") == 2
-    assert value(m, "scheduler_schedule_attempts_total", result=UNSCHEDULABLE, profile="default-scheduler") == 1
+    assert (
+        value(m, "scheduler_schedule_attempts_total", result=UNSCHEDULABLE, profile="default-scheduler") == 1
+    )
     assert value(m, "scheduler_schedule_attempts_total", result=ERROR, profile="dynamic") == 1
     hist = "scheduler_scheduling_attempt_duration_seconds"
     assert value(m, hist + "_count", result=SCHEDULED, profile="default-scheduler") == 2
@@ -62,12 +64,46 @@ def test_histograms_use_kube_schedulers_buckets():
     m.preemption_attempt(2)
 
     assert bucket_bounds(m, "scheduler_scheduling_attempt_duration_seconds") == [
-        "0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128", "0.256", "0.512",
-        "1.024", "2.048", "4.096", "8.192", "16.384", "+Inf"]
+        "0.001",
+        "0.002",
+        "0.004",
+        "0.008",
+        "0.016",
+        "0.032",
+        "0.064",
+        "0.128",
+        "0.256",
+        "0.512",
+        "1.024",
+        "2.048",
+        "4.096",
+        "8.192",
+        "16.384",
+        "+Inf",
+    ]
     assert bucket_bounds(m, "scheduler_framework_extension_point_duration_seconds") == [
-        "0.0001", "0.0002", "0.0004", "0.0008", "0.0016", "0.0032", "0.0064", "0.0128", "0.0256",
-        "0.0512", "0.1024", "0.2048", "+Inf"]
-    assert bucket_bounds(m, "scheduler_pod_scheduling_attempts") == ["1.0", "2.0", "4.0", "8.0", "16.0", "+Inf"]
+        "0.0001",
+        "0.0002",
+        "0.0004",
+        "0.0008",
+        "0.0016",
+        "0.0032",
+        "0.0064",
+        "0.0128",
+        "0.0256",
+        "0.0512",
+        "0.1024",
+        "0.2048",
+        "+Inf",
+    ]
+    assert bucket_bounds(m, "scheduler_pod_scheduling_attempts") == [
+        "1.0",
+        "2.0",
+        "4.0",
+        "8.0",
+        "16.0",
+        "+Inf",
+    ]
     sli = bucket_bounds(m, "scheduler_pod_scheduling_sli_duration_seconds")
     assert (sli[0], sli[-2], len(sli)) == ("0.01", "5242.88", 21)
     assert bucket_bounds(m, "scheduler_preemption_victims")[-2] == "64.0"
@@ -104,7 +140,10 @@ def test_pending_pods_follow_the_queue_counts():
     m.set_pending_pods({"active": 4, "backoff": 2, "unschedulable": 7, "gated": 0, "in-flight": 1})
     m.set_pending_pods({"active": 3})
 
-    got = {q: value(m, "scheduler_pending_pods", queue=q) for q in ("active", "backoff", "unschedulable", "gated")}
+    got = {
+        q: value(m, "scheduler_pending_pods", queue=q)
+        for q in ("active", "backoff", "unschedulable", "gated")
+    }
     assert got == {"active": 3, "backoff": 2, "unschedulable": 7, "gated": 0}
     assert value(m, "scheduler_pending_pods", queue="in-flight") is None
 
@@ -119,7 +158,9 @@ def test_queue_events_and_leadership():
     m.set_leader("other-lease", False)
 
     assert value(m, "scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") == 2
-    assert value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 1
+    assert (
+        value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 1
+    )
     assert value(m, "leader_election_master_status", name="dynamic-scheduler") == 1
     assert value(m, "leader_election_master_status", name="other-lease") == 0
 

@@ -40,14 +40,22 @@ class Response:
         return self.body.decode()
 
 
-def request(server: SecureServer, path: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-            server_hostname: str = "127.0.0.1") -> Response:
+def request(
+    server: SecureServer,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    server_hostname: str = "127.0.0.1",
+) -> Response:
     """One HTTPS request to 127.0.0.1, trusting only the server's certificate, checked for ``server_hostname``."""
     ctx = ssl.create_default_context(cadata=server.certificate_pem.decode())
     lines = [f"{method} {path} HTTP/1.1", "Host: localhost", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw, \
-            ctx.wrap_socket(raw, server_hostname=server_hostname) as sock:
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname=server_hostname) as sock,
+    ):
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         resp = http.client.HTTPResponse(sock, method=method)
         resp.begin()
@@ -87,7 +95,8 @@ def test_verbose_lists_every_check(serve):
 
     assert request(server, "/healthz?verbose").text == "[+]ping ok\nhealthz check passed\n"
     assert request(server, "/readyz?verbose=1").text == (
-        "[+]ping ok\n[+]sched-handler-sync ok\nreadyz check passed\n")
+        "[+]ping ok\n[+]sched-handler-sync ok\nreadyz check passed\n"
+    )
 
 
 def test_a_failing_check_fails_its_endpoints_with_the_reason(serve):
@@ -97,8 +106,9 @@ def test_a_failing_check_fails_its_endpoints_with_the_reason(serve):
 
     r = request(server, "/readyz")
     assert r.status == 500
-    assert r.text == ("[+]ping ok\n[-]sched-handler-sync failed: handlers are not fully synchronized\n"
-                      "readyz check failed\n")
+    assert r.text == (
+        "[+]ping ok\n[-]sched-handler-sync failed: handlers are not fully synchronized\nreadyz check failed\n"
+    )
     assert request(server, "/healthz").status == 200
 
     synced.set()
@@ -130,16 +140,25 @@ def test_single_checks_and_exclusions(serve):
     assert request(server, "/healthz/broken").status == 404
     r = request(server, "/readyz?exclude=broken&exclude=nope&verbose")
     assert r.status == 200
-    assert r.text == ('[+]ping ok\n[+]broken excluded: ok\n'
-                      'warn: some health checks cannot be excluded: no matches for "nope"\nreadyz check passed\n')
+    assert r.text == (
+        "[+]ping ok\n[+]broken excluded: ok\n"
+        'warn: some health checks cannot be excluded: no matches for "nope"\nreadyz check passed\n'
+    )
 
 
 def test_leader_election_watchdog_fails_only_a_leader_that_stopped_renewing(serve):
     server = serve()
     now, leading, renewed = [100.0], [False], [None]
-    server.add_check("leaderElection", leader_election_watchdog(
-        lambda: leading[0], lambda: renewed[0], lease_duration=15, lease_name="kube-system/dynamic-scheduler",
-        clock=lambda: now[0]))
+    server.add_check(
+        "leaderElection",
+        leader_election_watchdog(
+            lambda: leading[0],
+            lambda: renewed[0],
+            lease_duration=15,
+            lease_name="kube-system/dynamic-scheduler",
+            clock=lambda: now[0],
+        ),
+    )
 
     assert request(server, "/healthz/leaderElection").text == "ok"  # a standby is healthy
     leading[0], renewed[0] = True, 90.0
@@ -150,8 +169,10 @@ def test_leader_election_watchdog_fails_only_a_leader_that_stopped_renewing(serv
     for endpoint in ("/healthz", "/livez", "/readyz"):
         r = request(server, endpoint)
         assert r.status == 500, endpoint
-        assert ("[-]leaderElection failed: failed election to renew leadership on lease "
-                "kube-system/dynamic-scheduler (not renewed for 35s)\n") in r.text
+        assert (
+            "[-]leaderElection failed: failed election to renew leadership on lease "
+            "kube-system/dynamic-scheduler (not renewed for 35s)\n"
+        ) in r.text
 
 
 def test_unknown_paths_and_methods(serve):
@@ -184,7 +205,9 @@ def test_metrics_exposes_the_kube_scheduler_names(serve):
     assert r.status == 200
     assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1.0' in r.text
-    assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1.0' in r.text
+    assert (
+        'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1.0' in r.text
+    )
     assert 'scheduler_scheduling_attempt_duration_seconds_bucket{le="0.032",' in r.text
     assert 'scheduler_pending_pods{queue="unschedulable"} 1.0' in r.text
     assert 'leader_election_master_status{name="dynamic-scheduler"} 1.0' in r.text
@@ -242,9 +265,13 @@ def test_bad_certificate_files_are_one_line_errors(tmp_path: Path):
     garbage.write_text("not a certificate\n")
     missing = str(tmp_path / "missing.crt")
     encrypted = tmp_path / "encrypted.key"
-    encrypted.write_bytes(serialization.load_pem_private_key(Path(key).read_bytes(), None).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"secret")))
+    encrypted.write_bytes(
+        serialization.load_pem_private_key(Path(key).read_bytes(), None).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+    )
     cases = {
         (missing, key): f"unable to read serving certificate {missing}: No such file or directory",
         (crt, str(tmp_path)): f"unable to read serving private key {tmp_path}: Is a directory",
@@ -262,7 +289,9 @@ def test_bad_certificate_files_are_one_line_errors(tmp_path: Path):
 
 
 def test_secure_port_zero_means_no_server():
-    flags = SimpleNamespace(secure_port=0, bind_address="127.0.0.1", tls_cert_file=None, tls_private_key_file=None)
+    flags = SimpleNamespace(
+        secure_port=0, bind_address="127.0.0.1", tls_cert_file=None, tls_private_key_file=None
+    )
     assert SecureServer.from_options(flags, Metrics().registry) is None
 
 

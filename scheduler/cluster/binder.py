@@ -67,8 +67,12 @@ def binding_body(namespace: str, name: str, uid: str | None, node: str) -> dict[
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if uid:
         meta["uid"] = uid
-    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
 
 
 def now_rfc3339() -> str:
@@ -84,9 +88,17 @@ class Binder:
     shorter than a ``Retry-After`` the server sent (capped at ``retry_after_cap``).
     """
 
-    def __init__(self, api_client: ApiClient, *, attempts: int = 5, max_seconds: float = 15.0,
-                 initial_wait: float = 0.2, max_wait: float = 5.0, retry_after_cap: float = 10.0,
-                 timeout: Timeout = (5.0, 15.0)) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        attempts: int = 5,
+        max_seconds: float = 15.0,
+        initial_wait: float = 0.2,
+        max_wait: float = 5.0,
+        retry_after_cap: float = 10.0,
+        timeout: Timeout = (5.0, 15.0),
+    ) -> None:
         self.api = api_client
         self.core = CoreV1Api(api_client)
         self.attempts = attempts
@@ -97,9 +109,16 @@ class Binder:
         self.timeout = timeout
 
     def _retrying(self, fn: Any, what: str, on_attempt: Any = None) -> Any:
-        return call_with_retries(fn, what=what, attempts=self.attempts, max_seconds=self.max_seconds,
-                                 initial_wait=self.initial_wait, max_wait=self.max_wait,
-                                 retry_after_cap=self.retry_after_cap, on_attempt=on_attempt)
+        return call_with_retries(
+            fn,
+            what=what,
+            attempts=self.attempts,
+            max_seconds=self.max_seconds,
+            initial_wait=self.initial_wait,
+            max_wait=self.max_wait,
+            retry_after_cap=self.retry_after_cap,
+            on_attempt=on_attempt,
+        )
 
     # --- binding ---------------------------------------------------------------------
 
@@ -113,8 +132,9 @@ class Binder:
             attempts = n
 
         def call() -> None:
-            resp = self.core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False,
-                                                           _request_timeout=self.timeout)
+            resp = self.core.create_namespaced_pod_binding(
+                name, namespace, body, _preload_content=False, _request_timeout=self.timeout
+            )
             read_json(resp)
 
         try:
@@ -125,27 +145,39 @@ class Binder:
                 # After an attempt whose answer we did not get, a 409 may be our own bind.
                 if e.status == 409 and attempts > 1 and self._bound_to(namespace, name, uid, node):
                     return BindResult(BindStatus.BOUND, attempts=attempts)
-                logger.log(V(2), "Pod bound or deleted elsewhere", extra=kv(
-                    pod=f"{namespace}/{name}", node=node, code=e.status, err=msg))
+                logger.log(
+                    V(2),
+                    "Pod bound or deleted elsewhere",
+                    extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg),
+                )
                 return BindResult(BindStatus.GONE, msg, e.status, attempts)
-            logger.warning("Binding failed", extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg,
-                                                       attempts=attempts))
+            logger.warning(
+                "Binding failed",
+                extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg, attempts=attempts),
+            )
             return BindResult(BindStatus.FAILED, msg, e.status, attempts)
         except Exception as e:  # connection errors after the last attempt
             if retriable(e) and attempts > 0 and self._bound_to(namespace, name, uid, node):
                 return BindResult(BindStatus.BOUND, attempts=attempts)
-            logger.warning("Binding failed", extra=kv(pod=f"{namespace}/{name}", node=node, err=str(e)[:300],
-                                                       attempts=attempts))
+            logger.warning(
+                "Binding failed",
+                extra=kv(pod=f"{namespace}/{name}", node=node, err=str(e)[:300], attempts=attempts),
+            )
             return BindResult(BindStatus.FAILED, f"{type(e).__name__}: {e}", None, attempts)
         return BindResult(BindStatus.BOUND, attempts=attempts)
 
     def _bound_to(self, namespace: str, name: str, uid: str | None, node: str) -> bool:
         try:
-            pod = api_request(self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.timeout)
+            pod = api_request(
+                self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.timeout
+            )
         except Exception:  # noqa: BLE001 - best effort: unknown means "not ours"
             return False
-        return bool(pod) and (not uid or pod["metadata"].get("uid") == uid) and \
-            (pod.get("spec") or {}).get("nodeName") == node
+        return (
+            bool(pod)
+            and (not uid or pod["metadata"].get("uid") == uid)
+            and (pod.get("spec") or {}).get("nodeName") == node
+        )
 
     # --- the PodScheduled condition ------------------------------------------------------
 
@@ -162,26 +194,46 @@ class Binder:
         cond = unschedulable_condition(pod, message, reason)
         if cond is None:
             return False
-        patch = {"metadata": {"uid": meta.get("uid")} if meta.get("uid") else {},
-                 "status": {"conditions": [cond]}}
+        patch = {
+            "metadata": {"uid": meta.get("uid")} if meta.get("uid") else {},
+            "status": {"conditions": [cond]},
+        }
         if not patch["metadata"]:
             del patch["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
         try:
-            self._retrying(lambda: api_request(self.api, "PATCH", path, body=patch,
-                                               content_type="application/strategic-merge-patch+json",
-                                               timeout=self.timeout), "patch pod status")
+            self._retrying(
+                lambda: api_request(
+                    self.api,
+                    "PATCH",
+                    path,
+                    body=patch,
+                    content_type="application/strategic-merge-patch+json",
+                    timeout=self.timeout,
+                ),
+                "patch pod status",
+            )
         except ApiException as e:
             # The UID in the patch guards against a pod re-created under the same name:
             # the API server refuses to change metadata.uid (422 on that field).
             if e.status in (404, 409) or (e.status == 422 and _uid_refused(e)):
-                logger.log(V(3), "Pod gone before its condition was written",
-                           extra=kv(pod=f"{meta['namespace']}/{meta['name']}", code=e.status))
+                logger.log(
+                    V(3),
+                    "Pod gone before its condition was written",
+                    extra=kv(pod=f"{meta['namespace']}/{meta['name']}", code=e.status),
+                )
                 return False
             raise
-        logger.log(V(3), "Updated pod condition", extra=kv(pod=f"{meta['namespace']}/{meta['name']}",
-                                                          conditionType="PodScheduled", conditionStatus="False",
-                                                          conditionReason=reason))
+        logger.log(
+            V(3),
+            "Updated pod condition",
+            extra=kv(
+                pod=f"{meta['namespace']}/{meta['name']}",
+                conditionType="PodScheduled",
+                conditionStatus="False",
+                conditionReason=reason,
+            ),
+        )
         return True
 
 
@@ -197,15 +249,24 @@ def unschedulable_condition(pod: dict[str, Any], message: str, reason: str) -> d
     """The PodScheduled=False condition to write, or None when the pod has it already."""
     conditions = (pod.get("status") or {}).get("conditions") or ()
     old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
-    cond: dict[str, Any] = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                            "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+    cond: dict[str, Any] = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": now_rfc3339(),
+    }
     generation = pod["metadata"].get("generation")
     if generation:
         cond["observedGeneration"] = generation
     if old is not None:
         if old.get("status") == "False":
             cond["lastTransitionTime"] = old.get("lastTransitionTime") or cond["lastTransitionTime"]
-        if (old.get("status"), old.get("reason"), old.get("message") or "") == ("False", reason, message) \
-                and not old.get("lastProbeTime"):
+        if (old.get("status"), old.get("reason"), old.get("message") or "") == (
+            "False",
+            reason,
+            message,
+        ) and not old.get("lastProbeTime"):
             return None
     return cond

@@ -67,8 +67,10 @@ class ClientOptions:
 
 def user_agent(suffix: str = "") -> str:
     """``dynamic-scheduler/0.1.0 (linux/x86_64) kubernetes-python/36.0.3[/suffix]``."""
-    ua = (f"dynamic-scheduler/{__version__} ({platform.system().lower()}/{platform.machine()}) "
-          f"kubernetes-python/{kubernetes.__version__}")
+    ua = (
+        f"dynamic-scheduler/{__version__} ({platform.system().lower()}/{platform.machine()}) "
+        f"kubernetes-python/{kubernetes.__version__}"
+    )
     return f"{ua}/{suffix}" if suffix else ua
 
 
@@ -80,8 +82,13 @@ class TokenBucket:
     until its reservation is due; so waiters are served in arrival order.
     """
 
-    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if qps > 0 and burst < 1:
             raise ValueError("burst must be at least 1 when qps is positive")
         self.qps = qps
@@ -121,16 +128,33 @@ def _install_throttle(api_client: client.ApiClient, bucket: TokenBucket, default
     rest = api_client.rest_client
     inner = rest.request
 
-    def request(method: str, url: str, query_params: Any = None, headers: Any = None, body: Any = None,
-                post_params: Any = None, _preload_content: bool = True,
-                _request_timeout: Timeout | None = None) -> Any:
+    def request(
+        method: str,
+        url: str,
+        query_params: Any = None,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _preload_content: bool = True,
+        _request_timeout: Timeout | None = None,
+    ) -> Any:
         waited = bucket.acquire()
         if waited > 0.05:
-            logger.log(V(4), "Waited for client-side throttling", extra=kv(seconds=round(waited, 3),
-                                                                         verb=method, url=url))
-        return inner(method, url, query_params=query_params, headers=headers, body=body,
-                     post_params=post_params, _preload_content=_preload_content,
-                     _request_timeout=_request_timeout if _request_timeout else default_timeout)
+            logger.log(
+                V(4),
+                "Waited for client-side throttling",
+                extra=kv(seconds=round(waited, 3), verb=method, url=url),
+            )
+        return inner(
+            method,
+            url,
+            query_params=query_params,
+            headers=headers,
+            body=body,
+            post_params=post_params,
+            _preload_content=_preload_content,
+            _request_timeout=_request_timeout if _request_timeout else default_timeout,
+        )
 
     rest.request = request  # type: ignore[method-assign]
 
@@ -147,8 +171,12 @@ def new_api_client(opts: ClientOptions | None = None) -> client.ApiClient:
         if opts.kubeconfig:
             # load_kube_config (not load_config, which print()s and prefers
             # ~/.kube/config) into our own Configuration: no global state.
-            config.load_kube_config(config_file=opts.kubeconfig, context=opts.context,
-                                    client_configuration=cfg, persist_config=False)
+            config.load_kube_config(
+                config_file=opts.kubeconfig,
+                context=opts.context,
+                client_configuration=cfg,
+                persist_config=False,
+            )
             source = opts.kubeconfig
         else:
             config.load_incluster_config(client_configuration=cfg)
@@ -157,7 +185,8 @@ def new_api_client(opts: ClientOptions | None = None) -> client.ApiClient:
         if not opts.kubeconfig:
             raise ClientConfigError(
                 "no --kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST/PORT unset "
-                f"or no service account token): pass --kubeconfig ({e})") from e
+                f"or no service account token): pass --kubeconfig ({e})"
+            ) from e
         raise ClientConfigError(f"cannot load kubeconfig {opts.kubeconfig}: {e}") from e
     except OSError as e:
         raise ClientConfigError(f"cannot load kubeconfig {opts.kubeconfig}: {e}") from e
@@ -165,12 +194,17 @@ def new_api_client(opts: ClientOptions | None = None) -> client.ApiClient:
     # One attempt to connect again on a refused/reset connection (the request
     # was not sent), nothing else: a read timeout on a watch or a bind must
     # reach the caller, not be replayed three times by urllib3.
-    cfg.retries = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0, raise_on_status=False)
+    cfg.retries = urllib3.Retry(
+        total=1, connect=1, read=0, status=0, other=0, redirect=0, raise_on_status=False
+    )
     api = client.ApiClient(configuration=cfg)
     api.user_agent = user_agent(opts.user_agent_suffix)
     _install_throttle(api, TokenBucket(opts.qps, opts.burst), opts.timeout)
-    logger.log(V(2), "Built API client", extra=kv(source=source, host=cfg.host, qps=opts.qps, burst=opts.burst,
-                                                 poolMaxsize=opts.pool_maxsize))
+    logger.log(
+        V(2),
+        "Built API client",
+        extra=kv(source=source, host=cfg.host, qps=opts.qps, burst=opts.burst, poolMaxsize=opts.pool_maxsize),
+    )
     return api
 
 
@@ -183,8 +217,16 @@ def read_json(resp: Any) -> Any:
     return json.loads(data) if data else None
 
 
-def api_request(api_client: client.ApiClient, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
-                body: Any = None, content_type: str | None = None, timeout: Timeout | None = None) -> Any:
+def api_request(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: list[tuple[str, Any]] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: Timeout | None = None,
+) -> Any:
     """One API call returning the raw JSON (a dict), no model parsing.
 
     Errors raise ``kubernetes.client.ApiException`` as the typed methods do.
@@ -192,7 +234,14 @@ def api_request(api_client: client.ApiClient, method: str, path: str, *, query: 
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
-    resp = api_client.call_api(path, method, query_params=query or [], header_params=headers, body=body,
-                               auth_settings=["BearerToken"], _preload_content=False,
-                               _request_timeout=timeout)
+    resp = api_client.call_api(
+        path,
+        method,
+        query_params=query or [],
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
     return read_json(resp)

@@ -68,7 +68,7 @@ def truncate_note(message: str) -> str:
     if len(raw) <= NOTE_LENGTH_LIMIT:
         return message
     suffix = " ..."
-    return raw[:NOTE_LENGTH_LIMIT - len(suffix)].decode(errors="ignore") + suffix
+    return raw[: NOTE_LENGTH_LIMIT - len(suffix)].decode(errors="ignore") + suffix
 
 
 def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
@@ -116,9 +116,18 @@ class EventRecorder:
     ``reporting_instance`` overrides ``<controller>-<hostname>``.
     """
 
-    def __init__(self, api_client: ApiClient, *, reporting_instance: str | None = None, queue_size: int = 1000,
-                 window: float = 360.0, series_interval: float = 10.0, timeout: Timeout = (5.0, 10.0),
-                 attempts: int = 3, max_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        reporting_instance: str | None = None,
+        queue_size: int = 1000,
+        window: float = 360.0,
+        series_interval: float = 10.0,
+        timeout: Timeout = (5.0, 10.0),
+        attempts: int = 3,
+        max_seconds: float = 5.0,
+    ) -> None:
         self.api = api_client
         self.reporting_instance = reporting_instance
         self.hostname = socket.gethostname()
@@ -136,8 +145,9 @@ class EventRecorder:
 
     # --- producer side (any thread, never blocks) ------------------------------------------
 
-    def event(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str,
-              controller: str) -> bool:
+    def event(
+        self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str, controller: str
+    ) -> bool:
         """Queue an event about ``regarding`` (a raw object); False if it was dropped."""
         item = (regarding, type_, reason, action, truncate_note(note), controller, time.time())
         with self._idle:
@@ -150,16 +160,23 @@ class EventRecorder:
                 self._idle.notify_all()
             self.stats.dropped += 1
             if self.stats.dropped == 1 or self.stats.dropped % 100 == 0:
-                logger.warning("Event queue full; dropping events", extra=kv(dropped=self.stats.dropped,
-                                                                            reason=reason))
+                logger.warning(
+                    "Event queue full; dropping events", extra=kv(dropped=self.stats.dropped, reason=reason)
+                )
             return False
         self.stats.queued += 1
         return True
 
     def scheduled(self, pod: dict[str, Any], node: str, scheduler_name: str) -> bool:
         meta = pod["metadata"]
-        return self.event(pod, NORMAL, "Scheduled", "Binding",
-                          f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}", scheduler_name)
+        return self.event(
+            pod,
+            NORMAL,
+            "Scheduled",
+            "Binding",
+            f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node}",
+            scheduler_name,
+        )
 
     def failed_scheduling(self, pod: dict[str, Any], message: str, scheduler_name: str) -> bool:
         return self.event(pod, WARNING, "FailedScheduling", "Scheduling", message, scheduler_name)
@@ -218,8 +235,16 @@ class EventRecorder:
                     self._pending -= 1
                     self._idle.notify_all()
 
-    def _record(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str,
-                controller: str, at: float) -> None:
+    def _record(
+        self,
+        regarding: dict[str, Any],
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        controller: str,
+        at: float,
+    ) -> None:
         ref = pod_reference(regarding) if regarding.get("kind", "Pod") == "Pod" else regarding
         key = (ref.get("namespace"), ref.get("name"), ref.get("uid"), type_, reason, action, controller, note)
         s = self._series.get(key)
@@ -231,24 +256,47 @@ class EventRecorder:
         namespace = ref.get("namespace") or "default"
         instance = self.reporting_instance or f"{controller}-{self.hostname}"
         body = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
             "metadata": {"name": f"{ref['name']}.{int(at * 1e9):x}", "namespace": namespace},
-            "eventTime": micro_time(at), "reportingController": controller, "reportingInstance": instance,
-            "action": action, "reason": reason, "regarding": ref, "note": note, "type": type_,
+            "eventTime": micro_time(at),
+            "reportingController": controller,
+            "reportingInstance": instance,
+            "action": action,
+            "reason": reason,
+            "regarding": ref,
+            "note": note,
+            "type": type_,
         }
         try:
-            call_with_retries(lambda: api_request(self.api, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-                                                  body=body, timeout=self.timeout),
-                              what="create event", attempts=self.attempts, max_seconds=self.max_seconds)
+            call_with_retries(
+                lambda: api_request(
+                    self.api,
+                    "POST",
+                    f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                    body=body,
+                    timeout=self.timeout,
+                ),
+                what="create event",
+                attempts=self.attempts,
+                max_seconds=self.max_seconds,
+            )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
             self.stats.failed += 1
-            logger.warning("Unable to write event", extra=kv(
-                object=f"{namespace}/{ref['name']}", reason=reason,
-                err=status_message(e) if isinstance(e, ApiException) else str(e)[:300]))
+            logger.warning(
+                "Unable to write event",
+                extra=kv(
+                    object=f"{namespace}/{ref['name']}",
+                    reason=reason,
+                    err=status_message(e) if isinstance(e, ApiException) else str(e)[:300],
+                ),
+            )
             return
         self.stats.written += 1
         self._series[key] = _Series(namespace, body["metadata"]["name"], 1, at, at, 1)
-        logger.log(V(5), "Event written", extra=kv(object=f"{namespace}/{ref['name']}", reason=reason, type=type_))
+        logger.log(
+            V(5), "Event written", extra=kv(object=f"{namespace}/{ref['name']}", reason=reason, type=type_)
+        )
 
     def _flush_series(self, now: float, *, final: bool) -> None:
         for key, s in list(self._series.items()):
@@ -264,13 +312,29 @@ class EventRecorder:
         patch = {"series": {"count": s.count, "lastObservedTime": micro_time(s.last_observed)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}"
         try:
-            call_with_retries(lambda: api_request(self.api, "PATCH", path, body=patch,
-                                                  content_type="application/merge-patch+json", timeout=self.timeout),
-                              what="patch event series", attempts=self.attempts, max_seconds=self.max_seconds)
+            call_with_retries(
+                lambda: api_request(
+                    self.api,
+                    "PATCH",
+                    path,
+                    body=patch,
+                    content_type="application/merge-patch+json",
+                    timeout=self.timeout,
+                ),
+                what="patch event series",
+                attempts=self.attempts,
+                max_seconds=self.max_seconds,
+            )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
             self.stats.failed += 1
-            logger.log(V(2), "Unable to update event series", extra=kv(
-                event=f"{s.namespace}/{s.name}", err=status_message(e) if isinstance(e, ApiException) else str(e)))
+            logger.log(
+                V(2),
+                "Unable to update event series",
+                extra=kv(
+                    event=f"{s.namespace}/{s.name}",
+                    err=status_message(e) if isinstance(e, ApiException) else str(e),
+                ),
+            )
             s.written_count = s.count
             return getattr(e, "status", None) != 404
         s.written_count = s.count

@@ -70,8 +70,13 @@ class Resource:
         if not self.namespaced:
             raise ValueError(f"{self.plural} are not namespaced")
         prefix, _, _ = self.path.rpartition("/")
-        return Resource(self.plural, f"{prefix}/namespaces/{namespace}/{self.plural}", True,
-                        self.field_selector, self.label_selector)
+        return Resource(
+            self.plural,
+            f"{prefix}/namespaces/{namespace}/{self.plural}",
+            True,
+            self.field_selector,
+            self.label_selector,
+        )
 
 
 # kube-scheduler watches all pods except terminal ones (scheduler.go, NewInformerFactory).
@@ -83,8 +88,18 @@ PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", 
 STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
 CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
 
-RESOURCES = {r.plural: r for r in (PODS, NODES, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES,
-                                   STORAGE_CLASSES, CSI_NODES)}
+RESOURCES = {
+    r.plural: r
+    for r in (
+        PODS,
+        NODES,
+        NAMESPACES,
+        PERSISTENT_VOLUME_CLAIMS,
+        PERSISTENT_VOLUMES,
+        STORAGE_CLASSES,
+        CSI_NODES,
+    )
+}
 
 
 def object_key(obj: Obj) -> str:
@@ -178,10 +193,19 @@ class Informer:
     should exceed ``min(watch_timeout, 60)``.
     """
 
-    def __init__(self, api_client: ApiClient, resource: Resource, *, name: str | None = None,
-                 page_size: int = 500, watch_timeout: int = 300, read_timeout: float = 90.0,
-                 connect_timeout: float = 5.0, list_timeout: float = 60.0,
-                 backoff: tuple[float, float] = (0.8, 30.0)) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        resource: Resource,
+        *,
+        name: str | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        read_timeout: float = 90.0,
+        connect_timeout: float = 5.0,
+        list_timeout: float = 60.0,
+        backoff: tuple[float, float] = (0.8, 30.0),
+    ) -> None:
         self.api = api_client
         self.resource = resource
         self.name = name or resource.plural
@@ -206,9 +230,12 @@ class Informer:
 
     # --- public API -------------------------------------------------------------------
 
-    def add_handlers(self, on_add: Callable[[Obj], None] | None = None,
-                     on_update: Callable[[Obj, Obj], None] | None = None,
-                     on_delete: Callable[[Obj], None] | None = None) -> None:
+    def add_handlers(
+        self,
+        on_add: Callable[[Obj], None] | None = None,
+        on_update: Callable[[Obj, Obj], None] | None = None,
+        on_delete: Callable[[Obj], None] | None = None,
+    ) -> None:
         """Register handlers; do it before :meth:`start` (handlers added later miss the initial adds)."""
         self._handlers.append(Handlers(on_add, on_update, on_delete))
 
@@ -263,14 +290,23 @@ class Informer:
                 failures = 1 if self._progress else failures + 1
                 # A broken connection or a 429 resumes from the last RV; an
                 # ERROR event or another API error starts again from a list.
-                relist = rv is None or isinstance(e, _WatchError) or (
-                    isinstance(e, ApiException) and e.status != 429)
+                relist = (
+                    rv is None
+                    or isinstance(e, _WatchError)
+                    or (isinstance(e, ApiException) and e.status != 429)
+                )
                 self.stats.watch_errors += 1
                 self.stats.last_error = f"{type(e).__name__}: {e}"
                 delay = min(self.backoff[1], self.backoff[0] * 2 ** (failures - 1)) * (0.5 + random.random())
-                logger.warning("Watch or list failed; retrying", extra=kv(
-                    informer=self.name, err=self.stats.last_error.splitlines()[0][:300],
-                    relist=relist, retryIn=round(delay, 2)))
+                logger.warning(
+                    "Watch or list failed; retrying",
+                    extra=kv(
+                        informer=self.name,
+                        err=self.stats.last_error.splitlines()[0][:300],
+                        relist=relist,
+                        retryIn=round(delay, 2),
+                    ),
+                )
                 if relist:
                     rv = None
                 self._stop.wait(delay)
@@ -293,9 +329,13 @@ class Informer:
         rv = ""
         while True:
             try:
-                page = api_request(self.api, "GET", self.resource.path,
-                                   query=self._query(limit=self.page_size, **{"continue": cont}),
-                                   timeout=(self.connect_timeout, self.list_timeout))
+                page = api_request(
+                    self.api,
+                    "GET",
+                    self.resource.path,
+                    query=self._query(limit=self.page_size, **{"continue": cont}),
+                    timeout=(self.connect_timeout, self.list_timeout),
+                )
             except ApiException as e:
                 if e.status == 410 and cont:
                     # The continue token expired mid-list: start over.
@@ -327,20 +367,31 @@ class Informer:
         for key, prev in old.items():  # gone while we were not watching
             deletes += 1
             self._dispatch("delete", key, prev)
-        logger.log(V(2), "Listed", extra=kv(informer=self.name, items=len(items), rv=rv, added=adds,
-                                           updated=updates, deleted=deletes))
+        logger.log(
+            V(2),
+            "Listed",
+            extra=kv(
+                informer=self.name, items=len(items), rv=rv, added=adds, updated=updates, deleted=deletes
+            ),
+        )
         return rv
 
     def _watch(self, rv: str) -> str:
         self._progress = False
         timeout = int(self.watch_timeout * (1 + random.random()))
-        query = self._query(watch="true", resourceVersion=rv, allowWatchBookmarks="true",
-                            timeoutSeconds=timeout)
+        query = self._query(
+            watch="true", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=timeout
+        )
         try:
-            resp = self.api.call_api(self.resource.path, "GET", query_params=query,
-                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                                     _preload_content=False,
-                                     _request_timeout=(self.connect_timeout, self.read_timeout))
+            resp = self.api.call_api(
+                self.resource.path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=(self.connect_timeout, self.read_timeout),
+            )
         except ApiException as e:
             if e.status == 410:
                 raise _ExpiredError(f"{e.reason}: watch from {rv}") from e

@@ -109,10 +109,12 @@ def default_gauge() -> Gauge:
     global _default_gauge
     with _gauge_lock:
         if _default_gauge is None:
-            _default_gauge = Gauge("leader_election_master_status",
-                                   "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
-                                   "backup, 1 indicates master. 'name' is the string used to identify the lease.",
-                                   ["name"])
+            _default_gauge = Gauge(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+                "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+                ["name"],
+            )
         return _default_gauge
 
 
@@ -175,11 +177,17 @@ class LeaderElector:
     exit with code 1), :attr:`done` (the loop ended).
     """
 
-    def __init__(self, api_client: ApiClient, config: LeaderElectionConfig | None = None, *,
-                 on_started_leading: Callable[[], None] | None = None,
-                 on_stopped_leading: Callable[[], None] | None = None,
-                 on_new_leader: Callable[[str], None] | None = None,
-                 gauge: Gauge | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: LeaderElectionConfig | None = None,
+        *,
+        on_started_leading: Callable[[], None] | None = None,
+        on_stopped_leading: Callable[[], None] | None = None,
+        on_new_leader: Callable[[str], None] | None = None,
+        gauge: Gauge | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config or LeaderElectionConfig()
         self.config.validate()
         self.api = api_client
@@ -204,7 +212,9 @@ class LeaderElector:
         self._lead_at: float | None = None  # when to start leading after a takeover
         self._acquiring = False  # takeover is for acquiring at start only, never once we have led
         self.takeovers = 0
-        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases/{self.config.name}"
+        self.path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases/{self.config.name}"
+        )
 
     # --- public API ------------------------------------------------------------------
 
@@ -224,8 +234,9 @@ class LeaderElector:
         self._stop.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(self.config.renew_deadline + self.config.request_timeout if timeout is None
-                              else timeout)
+            self._thread.join(
+                self.config.renew_deadline + self.config.request_timeout if timeout is None else timeout
+            )
         if self.config.release_on_cancel if release is None else release:
             self.release()
 
@@ -258,7 +269,9 @@ class LeaderElector:
     def run(self) -> None:
         """The election loop; returns when stopped or when leadership was lost."""
         try:
-            logger.info("Attempting to acquire leader lease", extra=kv(lock=self._describe(), identity=self.identity))
+            logger.info(
+                "Attempting to acquire leader lease", extra=kv(lock=self._describe(), identity=self.identity)
+            )
             if self._acquire():
                 self._renew_loop()
         finally:
@@ -277,18 +290,30 @@ class LeaderElector:
             except ApiException as e:
                 if e.status == 404:
                     return True
-                logger.warning("Failed to read lease for release", extra=kv(lock=self._describe(), code=e.status))
+                logger.warning(
+                    "Failed to read lease for release", extra=kv(lock=self._describe(), code=e.status)
+                )
                 return False
             except Exception as e:  # noqa: BLE001
-                logger.warning("Failed to read lease for release", extra=kv(lock=self._describe(), err=str(e)[:200]))
+                logger.warning(
+                    "Failed to read lease for release", extra=kv(lock=self._describe(), err=str(e)[:200])
+                )
                 return False
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self.identity:
                 return True
             now = micro_time()
-            new = self._with_spec(lease, {
-                "holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
-                "leaseTransitions": spec.get("leaseTransitions") or 0}, annotate="")
+            new = self._with_spec(
+                lease,
+                {
+                    "holderIdentity": "",
+                    "leaseDurationSeconds": 1,
+                    "acquireTime": now,
+                    "renewTime": now,
+                    "leaseTransitions": spec.get("leaseTransitions") or 0,
+                },
+                annotate="",
+            )
             try:
                 self._put(new, timeout=max(0.1, deadline - self.clock()))
             except ApiException as e:
@@ -318,15 +343,26 @@ class LeaderElector:
     def _watch_lease(self) -> Informer | None:
         """An informer on our one lease while standing by; None when we may not list it."""
         c = self.config
-        res = Resource("leases", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", True,
-                       field_selector=f"metadata.name={c.name}")
+        res = Resource(
+            "leases",
+            f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases",
+            True,
+            field_selector=f"metadata.name={c.name}",
+        )
         try:
-            api_request(self.api, "GET", res.path, query=[("fieldSelector", res.field_selector), ("limit", 1)],
-                        timeout=c.request_timeout)
+            api_request(
+                self.api,
+                "GET",
+                res.path,
+                query=[("fieldSelector", res.field_selector), ("limit", 1)],
+                timeout=c.request_timeout,
+            )
         except ApiException as e:
             if e.status in (401, 403):
-                logger.info("May not watch the lease; standing by with polls only",
-                            extra=kv(lock=self._describe(), code=e.status))
+                logger.info(
+                    "May not watch the lease; standing by with polls only",
+                    extra=kv(lock=self._describe(), code=e.status),
+                )
                 return None
         except Exception:  # noqa: BLE001 - the informer retries on its own
             pass
@@ -351,7 +387,9 @@ class LeaderElector:
             ok = self._try_acquire_or_renew(self.clock() + c.request_timeout)
             self._maybe_report_transition()
             if ok:
-                logger.info("Successfully acquired lease", extra=kv(lock=self._describe(), identity=self.identity))
+                logger.info(
+                    "Successfully acquired lease", extra=kv(lock=self._describe(), identity=self.identity)
+                )
                 return True
             logger.log(V(4), "Failed to acquire lease", extra=kv(lock=self._describe(), holder=self.leader()))
             self._wake.wait(self._acquire_wait())
@@ -389,8 +427,10 @@ class LeaderElector:
             if self._stop.is_set():
                 return
             if not ok:
-                logger.error("Leader election lost: failed to renew lease", extra=kv(
-                    lock=self._describe(), identity=self.identity, renewDeadline=c.renew_deadline))
+                logger.error(
+                    "Leader election lost: failed to renew lease",
+                    extra=kv(lock=self._describe(), identity=self.identity, renewDeadline=c.renew_deadline),
+                )
                 self.gauge.set(0)
                 self.lost.set()
                 return
@@ -411,8 +451,12 @@ class LeaderElector:
         self.gauge.set(1)
         logger.info("Started leading", extra=kv(lock=self._describe(), identity=self.identity))
         if self.on_started_leading is not None:
-            threading.Thread(target=self._callback, args=(self.on_started_leading, "on_started_leading"),
-                             name="on-started-leading", daemon=True).start()
+            threading.Thread(
+                target=self._callback,
+                args=(self.on_started_leading, "on_started_leading"),
+                name="on-started-leading",
+                daemon=True,
+            ).start()
 
     # --- one attempt (client-go's tryAcquireOrRenew) ----------------------------------------
 
@@ -423,8 +467,13 @@ class LeaderElector:
         def left() -> float:
             return max(0.1, min(c.request_timeout, deadline - self.clock()))
 
-        record = {"holderIdentity": self.identity, "leaseDurationSeconds": int(c.lease_duration),
-                  "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
+        record = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(c.lease_duration),
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
+        }
         # Fast path: we lead and the lease is valid: update the object we last wrote.
         if self.is_leader() and self._lease_valid() and self._lease is not None:
             with self._lock:
@@ -435,8 +484,11 @@ class LeaderElector:
                 self._set_observed(self._lease)
                 return True
             except Exception as e:  # noqa: BLE001 - fall back to the slow path as client-go
-                logger.log(V(2), "Failed to update lease optimistically, falling back to slow path",
-                           extra=kv(lock=self._describe(), err=_err(e)))
+                logger.log(
+                    V(2),
+                    "Failed to update lease optimistically, falling back to slow path",
+                    extra=kv(lock=self._describe(), err=_err(e)),
+                )
         if self._stop.is_set():  # never write after stop(): a release may be under way
             return False
         try:
@@ -448,7 +500,9 @@ class LeaderElector:
             try:
                 self._lease = self._create(record, timeout=left())
             except Exception as e2:  # noqa: BLE001
-                logger.error("Error initially creating lease lock", extra=kv(lock=self._describe(), err=_err(e2)))
+                logger.error(
+                    "Error initially creating lease lock", extra=kv(lock=self._describe(), err=_err(e2))
+                )
                 return False
             self._set_observed(self._lease)
             return True
@@ -464,8 +518,11 @@ class LeaderElector:
             # A lease taken from us while we lead is lost, never taken back:
             # takeover applies only while acquiring at start.
             if not (c.takeover and self._acquiring and not c.is_ours(lease)):
-                logger.log(V(4), "Lease is held and has not yet expired", extra=kv(lock=self._describe(),
-                                                                                  holder=holder))
+                logger.log(
+                    V(4),
+                    "Lease is held and has not yet expired",
+                    extra=kv(lock=self._describe(), holder=holder),
+                )
                 return False
             takeover = True
         if self.is_leader():
@@ -485,8 +542,10 @@ class LeaderElector:
             self.takeovers += 1
             wait = self.safe_takeover_wait(float(old.get("leaseDurationSeconds") or c.lease_duration))
             self._lead_at = self.clock() + wait
-            logger.info("Took over the lease from a foreign holder; waiting until it must have stopped",
-                        extra=kv(lock=self._describe(), previousHolder=holder, waitSeconds=round(wait, 3)))
+            logger.info(
+                "Took over the lease from a foreign holder; waiting until it must have stopped",
+                extra=kv(lock=self._describe(), previousHolder=holder, waitSeconds=round(wait, 3)),
+            )
         return True
 
     # --- observation -------------------------------------------------------------------
@@ -514,15 +573,23 @@ class LeaderElector:
             return
         self._reported_leader = holder
         if holder:
-            logger.info("New leader observed", extra=kv(lock=self._describe(), leader=holder,
-                                                       us=holder == self.identity))
+            logger.info(
+                "New leader observed",
+                extra=kv(lock=self._describe(), leader=holder, us=holder == self.identity),
+            )
         if self.on_new_leader is not None:
-            threading.Thread(target=self._callback, args=(self.on_new_leader, "on_new_leader", holder),
-                             name="on-new-leader", daemon=True).start()
+            threading.Thread(
+                target=self._callback,
+                args=(self.on_new_leader, "on_new_leader", holder),
+                name="on-new-leader",
+                daemon=True,
+            ).start()
 
     # --- API calls -----------------------------------------------------------------------
 
-    def _with_spec(self, lease: dict[str, Any], spec: dict[str, Any], annotate: str | None = None) -> dict[str, Any]:
+    def _with_spec(
+        self, lease: dict[str, Any], spec: dict[str, Any], annotate: str | None = None
+    ) -> dict[str, Any]:
         meta = dict(lease.get("metadata") or {})
         ann = dict(meta.get("annotations") or {})
         ann[HOLDER_ANNOTATION] = spec["holderIdentity"] if annotate is None else annotate
@@ -536,12 +603,23 @@ class LeaderElector:
         return api_request(self.api, "PUT", self.path, body=lease, timeout=timeout)
 
     def _create(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.config.name, "namespace": self.config.namespace,
-                             "annotations": {HOLDER_ANNOTATION: spec["holderIdentity"]}},
-                "spec": spec}
-        return api_request(self.api, "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases",
-                           body=body, timeout=timeout)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.config.name,
+                "namespace": self.config.namespace,
+                "annotations": {HOLDER_ANNOTATION: spec["holderIdentity"]},
+            },
+            "spec": spec,
+        }
+        return api_request(
+            self.api,
+            "POST",
+            f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases",
+            body=body,
+            timeout=timeout,
+        )
 
     def _describe(self) -> str:
         return f"{self.config.namespace}/{self.config.name}"

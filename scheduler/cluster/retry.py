@@ -73,15 +73,31 @@ def _log_retry(what: str) -> Callable[[RetryCallState], None]:
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         status = getattr(exc, "status", None)
-        logger.info("Retrying API call", extra=kv(call=what, attempt=state.attempt_number, status=status,
-                                                 err=type(exc).__name__,
-                                                 waitSeconds=round(state.upcoming_sleep, 3)))
+        logger.info(
+            "Retrying API call",
+            extra=kv(
+                call=what,
+                attempt=state.attempt_number,
+                status=status,
+                err=type(exc).__name__,
+                waitSeconds=round(state.upcoming_sleep, 3),
+            ),
+        )
+
     return before_sleep
 
 
-def call_with_retries(fn: Callable[[], T], *, what: str, attempts: int, max_seconds: float,
-                      initial_wait: float = 0.2, max_wait: float = 5.0, retry_after_cap: float = 10.0,
-                      on_attempt: Callable[[int], None] | None = None) -> T:
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    attempts: int,
+    max_seconds: float,
+    initial_wait: float = 0.2,
+    max_wait: float = 5.0,
+    retry_after_cap: float = 10.0,
+    on_attempt: Callable[[int], None] | None = None,
+) -> T:
     """``fn()`` retried on :func:`retriable` errors, at most ``attempts`` times and ``max_seconds``
     (the last error is raised as is)."""
     retrying = Retrying(

@@ -68,11 +68,21 @@ class Codec:
     encode: Callable[[Any], Any]
 
 
-def yaml_field(default: Any = dataclasses.MISSING, *, factory: Callable[[], Any] | None = None,
-               key: str | None = None, check: Check | None = None, codec: Codec | None = None) -> Any:
+def yaml_field(
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    key: str | None = None,
+    check: Check | None = None,
+    codec: Codec | None = None,
+) -> Any:
     """A dataclass field with its YAML key, an optional check and an optional codec."""
-    metadata = {_KEY: key, _CHECK: check, _DECODE: codec.decode if codec else None,
-                _ENCODE: codec.encode if codec else None}
+    metadata = {
+        _KEY: key,
+        _CHECK: check,
+        _DECODE: codec.decode if codec else None,
+        _ENCODE: codec.encode if codec else None,
+    }
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -201,8 +211,9 @@ def decode(cls: type[T], data: Any, path: str = "") -> T:
             known = sorted(fields)
             hint = difflib.get_close_matches(str(key), known, n=1)
             suggestion = f' (did you mean "{hint[0]}"?)' if hint else ""
-            raise ConfigError(None, join(path, str(key)),
-                              f"unknown field{suggestion}; expected one of: {', '.join(known)}")
+            raise ConfigError(
+                None, join(path, str(key)), f"unknown field{suggestion}; expected one of: {', '.join(known)}"
+            )
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():

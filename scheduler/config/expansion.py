@@ -57,8 +57,11 @@ def check_names(plugins: Plugins, path: str, warned: set[str]) -> Plugins:
                 warn_not_implemented(ref.name, warned)
                 continue
             if point != "multi_point" and point not in PLUGIN_POINTS[ref.name]:
-                raise ConfigError(None, at, f'plugin "{ref.name}" does not run at {camel(point)}; '
-                                            f"it runs at: {_points_of(ref.name)}")
+                raise ConfigError(
+                    None,
+                    at,
+                    f'plugin "{ref.name}" does not run at {camel(point)}; it runs at: {_points_of(ref.name)}',
+                )
             if ref.name in seen:
                 raise ConfigError(None, at, f'expected each plugin once, got "{ref.name}" again')
             seen.add(ref.name)
@@ -84,7 +87,9 @@ def warn_not_implemented(name: str, warned: set[str]) -> None:
     """Log that a kube-scheduler plugin stays disabled, once per name in ``warned``."""
     if name not in warned:
         warned.add(name)
-        logger.warning("Plugin is not implemented by this scheduler; it stays disabled", extra=kv(plugin=name))
+        logger.warning(
+            "Plugin is not implemented by this scheduler; it stays disabled", extra=kv(plugin=name)
+        )
 
 
 def merge_plugin_set(default: PluginSet, custom: PluginSet) -> PluginSet:
@@ -111,8 +116,12 @@ def merge_plugins(default: Plugins, custom: Plugins | None) -> Plugins:
     """kube-scheduler's ``mergePlugins``: each extension point and MultiPoint merged."""
     if custom is None:
         return default
-    return Plugins(**{point: merge_plugin_set(default.point(point), custom.point(point))
-                      for point in (*EXTENSION_POINTS, "multi_point")})
+    return Plugins(
+        **{
+            point: merge_plugin_set(default.point(point), custom.point(point))
+            for point in (*EXTENSION_POINTS, "multi_point")
+        }
+    )
 
 
 def expand(merged: Plugins) -> tuple[EnabledPlugins, dict[str, int]]:
@@ -135,7 +144,9 @@ def expand(merged: Plugins) -> tuple[EnabledPlugins, dict[str, int]]:
                 continue
             if ref.name not in multi:
                 multi.append(ref.name)
-        ordered = [n for n in explicit if n in overridden] + multi + [n for n in explicit if n not in overridden]
+        ordered = (
+            [n for n in explicit if n in overridden] + multi + [n for n in explicit if n not in overridden]
+        )
         per_point[point] = tuple(ordered)
     plugins = EnabledPlugins(**per_point)
     weights: dict[str, int] = {}

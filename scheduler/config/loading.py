@@ -50,7 +50,8 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f'duplicate key "{key}"', key_node.start_mark)
+                    None, None, f'duplicate key "{key}"', key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -129,8 +130,12 @@ def build_config(document: Any) -> SchedulerConfig:
     if version.endswith("/v1beta2"):
         for key in _V1BETA2_ONLY:
             if body.pop(key, None):
-                raise ConfigError(None, key, "expected no value: the insecure endpoints were removed; "
-                                             "use --secure-port and --bind-address")
+                raise ConfigError(
+                    None,
+                    key,
+                    "expected no value: the insecure endpoints were removed; "
+                    "use --secure-port and --bind-address",
+                )
     raw = decode(KubeSchedulerConfiguration, body)
     return _effective(raw)
 
@@ -145,18 +150,27 @@ def _effective(raw: KubeSchedulerConfiguration) -> SchedulerConfig:
         name = pc.scheduler_name
         if name is None:
             if len(profiles_raw) > 1:
-                raise ConfigError(None, join(path, "schedulerName"),
-                                  "required when there are several profiles; expected a unique name")
+                raise ConfigError(
+                    None,
+                    join(path, "schedulerName"),
+                    "required when there are several profiles; expected a unique name",
+                )
             name = DEFAULT_SCHEDULER_NAME
         if name in names:
-            raise ConfigError(None, join(path, "schedulerName"),
-                              f'expected a unique name, got "{name}" (also profiles[{names[name]}])')
+            raise ConfigError(
+                None,
+                join(path, "schedulerName"),
+                f'expected a unique name, got "{name}" (also profiles[{names[name]}])',
+            )
         names[name] = i
         profiles.append(_profile(pc, name, path, warned))
     _check_common_queue_sort(profiles)
     if any(PREEMPTION_PLUGIN in p.plugins.post_filter for p in profiles):
-        logger.warning("DefaultPreemption is enabled but preemption is not implemented; "
-                       "pods that fit no node stay pending until one frees up", extra=kv(plugin=PREEMPTION_PLUGIN))
+        logger.warning(
+            "DefaultPreemption is enabled but preemption is not implemented; "
+            "pods that fit no node stay pending until one frees up",
+            extra=kv(plugin=PREEMPTION_PLUGIN),
+        )
     contention = raw.enable_contention_profiling
     return SchedulerConfig(
         profiles=tuple(profiles),
@@ -176,27 +190,40 @@ def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str]) -> Profi
     merged = merge_plugins(default_plugins(), custom)
     plugins, weights = expand(merged)
     if len(plugins.queue_sort) != 1:
-        raise ConfigError(None, join(join(path, "plugins"), "queueSort"),
-                          f"expected exactly one queueSort plugin, got {len(plugins.queue_sort)}")
+        raise ConfigError(
+            None,
+            join(join(path, "plugins"), "queueSort"),
+            f"expected exactly one queueSort plugin, got {len(plugins.queue_sort)}",
+        )
     if not plugins.bind:
-        raise ConfigError(None, join(join(path, "plugins"), "bind"), "expected at least one bind plugin, got none")
+        raise ConfigError(
+            None, join(join(path, "plugins"), "bind"), "expected at least one bind plugin, got none"
+        )
     enabled = plugins.names()
     args: dict[str, Any] = {}
     configured: set[str] = set()
     for j, entry in enumerate(pc.plugin_config):
         at = join(join(path, "pluginConfig"), j)
         if entry.name in configured:
-            raise ConfigError(None, join(at, "name"), f'expected one entry per plugin, got "{entry.name}" again')
+            raise ConfigError(
+                None, join(at, "name"), f'expected one entry per plugin, got "{entry.name}" again'
+            )
         if entry.name not in PLUGIN_POINTS:
             if entry.name in NOT_IMPLEMENTED:
                 warn_not_implemented(entry.name, warned)
                 continue
-            raise ConfigError(None, join(at, "name"), f'unknown plugin "{entry.name}"; '
-                                                      f"known plugins: {', '.join(sorted(PLUGIN_POINTS))}")
+            raise ConfigError(
+                None,
+                join(at, "name"),
+                f'unknown plugin "{entry.name}"; known plugins: {", ".join(sorted(PLUGIN_POINTS))}',
+            )
         if entry.name not in enabled:
-            raise ConfigError(None, join(at, "name"),
-                              f'expected a plugin this profile enables, got "{entry.name}" (not enabled in profile '
-                              f'"{name}")')
+            raise ConfigError(
+                None,
+                join(at, "name"),
+                f'expected a plugin this profile enables, got "{entry.name}" (not enabled in profile '
+                f'"{name}")',
+            )
         configured.add(entry.name)
         decoded = decode_args(entry.name, entry.args, join(at, "args"))
         if decoded is not None:
@@ -205,9 +232,12 @@ def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str]) -> Profi
         if plugin in args or plugin not in ARGS_TYPES:
             continue
         if has_required_fields(plugin):
-            raise ConfigError(None, join(path, "pluginConfig"),
-                              f"expected an entry for {plugin}, which this profile enables and whose args "
-                              f"have required fields (e.g. {{name: {plugin}, args: {{promeAddr: http://...}}}})")
+            raise ConfigError(
+                None,
+                join(path, "pluginConfig"),
+                f"expected an entry for {plugin}, which this profile enables and whose args "
+                f"have required fields (e.g. {{name: {plugin}, args: {{promeAddr: http://...}}}})",
+            )
         args[plugin] = decode_args(plugin, None, join(path, "pluginConfig"))
     return Profile(
         scheduler_name=name,
@@ -223,9 +253,12 @@ def _check_common_queue_sort(profiles: list[Profile]) -> None:
     first = profiles[0]
     for i, p in enumerate(profiles[1:], start=1):
         if p.plugins.queue_sort != first.plugins.queue_sort:
-            raise ConfigError(None, join(join(join("profiles", i), "plugins"), "queueSort"),
-                              f"expected the same queueSort plugins as profiles[0] {list(first.plugins.queue_sort)}, "
-                              f"got {list(p.plugins.queue_sort)}")
+            raise ConfigError(
+                None,
+                join(join(join("profiles", i), "plugins"), "queueSort"),
+                f"expected the same queueSort plugins as profiles[0] {list(first.plugins.queue_sort)}, "
+                f"got {list(p.plugins.queue_sort)}",
+            )
 
 
 def with_dynamic_policies(config: SchedulerConfig) -> SchedulerConfig:
@@ -242,6 +275,8 @@ def with_dynamic_policies(config: SchedulerConfig) -> SchedulerConfig:
     except ImportError as e:
         if e.name not in ("scheduler.plugins.dynamic", "scheduler.plugins.dynamic.policy"):
             raise
-        raise ConfigError(config.source, "profiles", "the Dynamic plugin is not available in this build") from None
+        raise ConfigError(
+            config.source, "profiles", "the Dynamic plugin is not available in this build"
+        ) from None
     policies = {path: load_policy(path) for path in paths}
     return replace(config, dynamic_policies=policies)

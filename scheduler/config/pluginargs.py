@@ -51,10 +51,14 @@ def _check_resources(resources: tuple[ResourceSpec, ...], path: str, weights: Ch
     seen: set[str] = set()
     for i, r in enumerate(resources):
         if r.name in seen:
-            raise ConfigError(None, join(join(path, i), "name"), f'expected each resource once, got "{r.name}" again')
+            raise ConfigError(
+                None, join(join(path, i), "name"), f'expected each resource once, got "{r.name}" again'
+            )
         seen.add(r.name)
         if not weights.ok(r.weight):
-            raise ConfigError(None, join(join(path, i), "weight"), f"expected {weights.expected}, got {r.weight}")
+            raise ConfigError(
+                None, join(join(path, i), "weight"), f"expected {weights.expected}, got {r.weight}"
+            )
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,12 @@ class RequestedToCapacityRatioParam:
             raise ConfigError(None, join(path, "shape"), "expected at least one point")
         for i in range(1, len(self.shape)):
             if self.shape[i].utilization <= self.shape[i - 1].utilization:
-                raise ConfigError(None, join(join(join(path, "shape"), i), "utilization"),
-                                  f"expected utilization values in increasing order, got "
-                                  f"{self.shape[i].utilization} after {self.shape[i - 1].utilization}")
+                raise ConfigError(
+                    None,
+                    join(join(join(path, "shape"), i), "utilization"),
+                    f"expected utilization values in increasing order, got "
+                    f"{self.shape[i].utilization} after {self.shape[i - 1].utilization}",
+                )
 
 
 ScoringStrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -94,8 +101,11 @@ class ScoringStrategy:
     def validate(self, path: str) -> None:
         _check_resources(self.resources, join(path, "resources"), between(1, 100))
         if self.type == "RequestedToCapacityRatio" and self.requested_to_capacity_ratio is None:
-            raise ConfigError(None, join(path, "requestedToCapacityRatio"),
-                              'required when type is "RequestedToCapacityRatio"; expected {shape: [...]}')
+            raise ConfigError(
+                None,
+                join(path, "requestedToCapacityRatio"),
+                'required when type is "RequestedToCapacityRatio"; expected {shape: [...]}',
+            )
 
 
 @dataclass(frozen=True)
@@ -107,11 +117,16 @@ class NodeResourcesFitArgs:
     def validate(self, path: str) -> None:
         for i, name in enumerate(self.ignored_resources):
             if not name:
-                raise ConfigError(None, join(join(path, "ignoredResources"), i), 'expected a resource name, got ""')
+                raise ConfigError(
+                    None, join(join(path, "ignoredResources"), i), 'expected a resource name, got ""'
+                )
         for i, group in enumerate(self.ignored_resource_groups):
             if not group or "/" in group:
-                raise ConfigError(None, join(join(path, "ignoredResourceGroups"), i),
-                                  f'expected a resource group name without "/", got "{group}"')
+                raise ConfigError(
+                    None,
+                    join(join(path, "ignoredResourceGroups"), i),
+                    f'expected a resource group name without "/", got "{group}"',
+                )
 
 
 @dataclass(frozen=True)
@@ -148,8 +163,11 @@ class DefaultConstraint:
 
     def validate(self, path: str) -> None:
         if self.label_selector is not None:
-            raise ConfigError(None, join(path, "labelSelector"),
-                              "expected no selector (a default constraint's selector is derived from the pod)")
+            raise ConfigError(
+                None,
+                join(path, "labelSelector"),
+                "expected no selector (a default constraint's selector is derived from the pod)",
+            )
 
 
 @dataclass(frozen=True)
@@ -160,20 +178,28 @@ class PodTopologySpreadArgs:
 
     def validate(self, path: str) -> None:
         if self.defaulting_type == "System" and self.default_constraints:
-            raise ConfigError(None, join(path, "defaultConstraints"),
-                              'expected no constraints when defaultingType is "System" (use "List")')
+            raise ConfigError(
+                None,
+                join(path, "defaultConstraints"),
+                'expected no constraints when defaultingType is "System" (use "List")',
+            )
         seen: set[tuple[str, str]] = set()
         for i, c in enumerate(self.default_constraints):
             pair = (c.topology_key, c.when_unsatisfiable)
             if pair in seen:
-                raise ConfigError(None, join(join(path, "defaultConstraints"), i),
-                                  f'expected one constraint per topologyKey and whenUnsatisfiable, got '
-                                  f'("{pair[0]}", "{pair[1]}") again')
+                raise ConfigError(
+                    None,
+                    join(join(path, "defaultConstraints"), i),
+                    f"expected one constraint per topologyKey and whenUnsatisfiable, got "
+                    f'("{pair[0]}", "{pair[1]}") again',
+                )
             seen.add(pair)
 
 
-_NODE_AFFINITY_KEYS = ("requiredDuringSchedulingIgnoredDuringExecution",
-                       "preferredDuringSchedulingIgnoredDuringExecution")
+_NODE_AFFINITY_KEYS = (
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "preferredDuringSchedulingIgnoredDuringExecution",
+)
 
 
 @dataclass(frozen=True)
@@ -184,8 +210,11 @@ class NodeAffinityArgs:
     def validate(self, path: str) -> None:
         for key in self.added_affinity or {}:
             if key not in _NODE_AFFINITY_KEYS:
-                raise ConfigError(None, join(join(path, "addedAffinity"), str(key)),
-                                  f"unknown field; expected one of: {', '.join(_NODE_AFFINITY_KEYS)}")
+                raise ConfigError(
+                    None,
+                    join(join(path, "addedAffinity"), str(key)),
+                    f"unknown field; expected one of: {', '.join(_NODE_AFFINITY_KEYS)}",
+                )
 
 
 @dataclass(frozen=True)
@@ -202,8 +231,11 @@ class DefaultPreemptionArgs:
 
     def validate(self, path: str) -> None:
         if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
-            raise ConfigError(None, join(path, "minCandidateNodesAbsolute"),
-                              "expected a value > 0 when minCandidateNodesPercentage is 0")
+            raise ConfigError(
+                None,
+                join(path, "minCandidateNodesAbsolute"),
+                "expected a value > 0 when minCandidateNodesPercentage is 0",
+            )
 
 
 # --- Dynamic -----------------------------------------------------------------------------------
@@ -226,9 +258,12 @@ class DynamicArgs:
     """
 
     prome_addr: str = yaml_field(check=Check('an http(s) URL like "http://prometheus:9090"', _http_url))
-    metrics_update_period: float = yaml_field(300.0, key="metricsUpdatePeriodBySeconds",
-                                              codec=DURATION_OR_SECONDS,
-                                              check=Check('a duration > 0, like "5m" or 300', lambda v: v > 0))
+    metrics_update_period: float = yaml_field(
+        300.0,
+        key="metricsUpdatePeriodBySeconds",
+        codec=DURATION_OR_SECONDS,
+        check=Check('a duration > 0, like "5m" or 300', lambda v: v > 0),
+    )
     """How often the metrics are queried, unless the policy's syncPolicy gives a period."""
     cluster_name: str = yaml_field("")
     """Empty: no cluster matcher in the queries."""
@@ -236,10 +271,12 @@ class DynamicArgs:
     node_label: str = yaml_field("instance", check=_LABEL)
     """The series label whose value is a node name, an InternalIP, or "IP:port"."""
     policy_config_path: str = yaml_field("/etc/kubernetes/policy.yaml", check=NON_EMPTY)
-    query_timeout: float = yaml_field(5.0, codec=DURATION_OR_SECONDS,
-                                      check=Check('a duration > 0, like "5s"', lambda v: v > 0))
-    stale_grace: float = yaml_field(300.0, codec=DURATION_OR_SECONDS,
-                                    check=Check('a duration >= 0, like "5m"', lambda v: v >= 0))
+    query_timeout: float = yaml_field(
+        5.0, codec=DURATION_OR_SECONDS, check=Check('a duration > 0, like "5s"', lambda v: v > 0)
+    )
+    stale_grace: float = yaml_field(
+        300.0, codec=DURATION_OR_SECONDS, check=Check('a duration >= 0, like "5m"', lambda v: v >= 0)
+    )
     """A sample is stale once older than its syncPolicy period plus this."""
     missing_data_policy: Literal["FailOpen", "FailClosed"] = yaml_field("FailOpen")
     """FailOpen: a node without fresh data passes Filter; FailClosed: it is rejected."""
@@ -269,8 +306,9 @@ def decode_args(plugin: str, raw: dict[str, Any] | None, path: str) -> Any:
         raw = dict(raw)
         version, kind = raw.pop("apiVersion", None), raw.pop("kind", None)
         if version is not None and version not in API_VERSIONS:
-            raise ConfigError(None, join(path, "apiVersion"),
-                              f"expected one of {', '.join(API_VERSIONS)}, got \"{version}\"")
+            raise ConfigError(
+                None, join(path, "apiVersion"), f'expected one of {", ".join(API_VERSIONS)}, got "{version}"'
+            )
         if kind is not None and kind != f"{plugin}Args":
             raise ConfigError(None, join(path, "kind"), f'expected "{plugin}Args", got "{kind}"')
     return decode(cls, raw, path)

@@ -23,10 +23,18 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
 
-NOT_IMPLEMENTED: frozenset[str] = frozenset({
-    "ImageLocality", "VolumeRestrictions", "NodeVolumeLimits", "EBSLimits", "GCEPDLimits",
-    "AzureDiskLimits", "VolumeZone", "DynamicResources",
-})
+NOT_IMPLEMENTED: frozenset[str] = frozenset(
+    {
+        "ImageLocality",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "EBSLimits",
+        "GCEPDLimits",
+        "AzureDiskLimits",
+        "VolumeZone",
+        "DynamicResources",
+    }
+)
 """kube-scheduler plugins a configuration may name; they are dropped with a warning."""
 
 PREEMPTION_PLUGIN = "DefaultPreemption"
@@ -55,7 +63,8 @@ _KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
 """kube-scheduler's MultiPoint defaults, in order (``apis/config/v1/default_plugins.go``)."""
 
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = tuple(
-    PluginRef(name, weight) for name, weight in _KUBE_DEFAULTS if name not in NOT_IMPLEMENTED)
+    PluginRef(name, weight) for name, weight in _KUBE_DEFAULTS if name not in NOT_IMPLEMENTED
+)
 """The defaults this scheduler enables: kube-scheduler's, less the plugins it does not implement."""
 
 

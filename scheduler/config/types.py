@@ -53,21 +53,30 @@ class LeaderElection:
             return f"{path}.{key}" if path else key
 
         if self.resource_lock != "leases":
-            raise ConfigError(None, at("resourceLock"),
-                              f'expected "leases" (the only lock this scheduler supports; '
-                              f'"endpoints", "configmaps" and their combinations were removed from '
-                              f'Kubernetes), got "{self.resource_lock}"')
+            raise ConfigError(
+                None,
+                at("resourceLock"),
+                f'expected "leases" (the only lock this scheduler supports; '
+                f'"endpoints", "configmaps" and their combinations were removed from '
+                f'Kubernetes), got "{self.resource_lock}"',
+            )
         if not self.leader_elect:
             return
         if self.lease_duration <= self.renew_deadline:
-            raise ConfigError(None, at("leaseDuration"),
-                              f"expected more than renewDeadline ({GO_DURATION.encode(self.renew_deadline)}), "
-                              f'got "{GO_DURATION.encode(self.lease_duration)}"')
+            raise ConfigError(
+                None,
+                at("leaseDuration"),
+                f"expected more than renewDeadline ({GO_DURATION.encode(self.renew_deadline)}), "
+                f'got "{GO_DURATION.encode(self.lease_duration)}"',
+            )
         if self.renew_deadline <= _JITTER_FACTOR * self.retry_period:
-            raise ConfigError(None, at("renewDeadline"),
-                              f"expected more than {_JITTER_FACTOR} x retryPeriod "
-                              f"({GO_DURATION.encode(self.retry_period)}), "
-                              f'got "{GO_DURATION.encode(self.renew_deadline)}"')
+            raise ConfigError(
+                None,
+                at("renewDeadline"),
+                f"expected more than {_JITTER_FACTOR} x retryPeriod "
+                f"({GO_DURATION.encode(self.retry_period)}), "
+                f'got "{GO_DURATION.encode(self.renew_deadline)}"',
+            )
 
 
 @dataclass(frozen=True)
@@ -99,8 +108,18 @@ class PluginSet:
 
 
 EXTENSION_POINTS: tuple[str, ...] = (
-    "pre_enqueue", "queue_sort", "pre_filter", "filter", "post_filter", "pre_score",
-    "score", "reserve", "permit", "pre_bind", "bind", "post_bind",
+    "pre_enqueue",
+    "queue_sort",
+    "pre_filter",
+    "filter",
+    "post_filter",
+    "pre_score",
+    "score",
+    "reserve",
+    "permit",
+    "pre_bind",
+    "bind",
+    "post_bind",
 )
 """The extension points, in the order a pod meets them (attribute names)."""
 
@@ -168,10 +187,15 @@ class KubeSchedulerConfiguration:
 
     def validate(self, path: str) -> None:
         if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
-            raise ConfigError(None, "podMaxBackoffSeconds",
-                              f"expected an integer >= podInitialBackoffSeconds "
-                              f"({self.pod_initial_backoff_seconds}), got {self.pod_max_backoff_seconds}")
+            raise ConfigError(
+                None,
+                "podMaxBackoffSeconds",
+                f"expected an integer >= podInitialBackoffSeconds "
+                f"({self.pod_initial_backoff_seconds}), got {self.pod_max_backoff_seconds}",
+            )
         if self.extenders:
-            raise ConfigError(None, "extenders", "expected no extenders (scheduler extenders are not supported)")
+            raise ConfigError(
+                None, "extenders", "expected no extenders (scheduler extenders are not supported)"
+            )
         if self.delay_cache_until_active:
             raise ConfigError(None, "delayCacheUntilActive", "expected false (not supported)")

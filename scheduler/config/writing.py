@@ -66,5 +66,6 @@ class _Dumper(yaml.SafeDumper):
 
 def dump_config(config: SchedulerConfig) -> str:
     """The configuration as v1 YAML text."""
-    return yaml.dump(config_document(config), Dumper=_Dumper, sort_keys=False,
-                     default_flow_style=False, allow_unicode=True)
+    return yaml.dump(
+        config_document(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )

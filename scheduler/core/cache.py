@@ -75,8 +75,10 @@ class Cache:
                 if pi.uid in self._assumed:
                     self._assumed.discard(pi.uid)
                     if current[1] != pi.node_name:
-                        logger.warning("Pod was assumed on one node but is bound to another",
-                                       extra=kv(pod=pi.key, assumed=current[1], node=pi.node_name))
+                        logger.warning(
+                            "Pod was assumed on one node but is bound to another",
+                            extra=kv(pod=pi.key, assumed=current[1], node=pi.node_name),
+                        )
             self._add(pi, pi.node_name)
 
     update_pod = add_pod
@@ -132,7 +134,9 @@ class Cache:
         nodes = self._with_anti_affinity
         if nodes is None:
             with self.lock:
-                nodes = self._with_anti_affinity = [ni for ni in self.list() if ni.pods_with_required_anti_affinity]
+                nodes = self._with_anti_affinity = [
+                    ni for ni in self.list() if ni.pods_with_required_anti_affinity
+                ]
         return nodes
 
     def _nodes_changed(self) -> None:

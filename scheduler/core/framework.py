@@ -130,8 +130,9 @@ class Plugin(Protocol):
 
 @runtime_checkable
 class PreFilterPlugin(Protocol):
-    def pre_filter(self, state: CycleState, pod: PodInfo,
-                   snapshot: Snapshot) -> Status | PreFilterResult | None: ...
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot
+    ) -> Status | PreFilterResult | None: ...
 
 
 @runtime_checkable

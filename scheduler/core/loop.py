@@ -62,8 +62,15 @@ class _NoMetrics:
 
 
 class Scheduler:
-    def __init__(self, cache: Cache, queue: SchedulingQueue, profiles: dict[str, Profile],
-                 io: ClusterIO, metrics: LoopMetrics | None = None, bind_workers: int = 16) -> None:
+    def __init__(
+        self,
+        cache: Cache,
+        queue: SchedulingQueue,
+        profiles: dict[str, Profile],
+        io: ClusterIO,
+        metrics: LoopMetrics | None = None,
+        bind_workers: int = 16,
+    ) -> None:
         self.cache = cache
         self.queue = queue
         self.profiles = profiles
@@ -118,36 +125,58 @@ class Scheduler:
                 if st.rejected:
                     self._failed(qp, profile, start, st.message(), "Unschedulable", frozenset({st.plugin}))
                 else:
-                    self._failed(qp, profile, start, f"running Reserve plugin {st.plugin!r}: {st.message()}",
-                                 "SchedulerError", error=True)
+                    self._failed(
+                        qp,
+                        profile,
+                        start,
+                        f"running Reserve plugin {st.plugin!r}: {st.message()}",
+                        "SchedulerError",
+                        error=True,
+                    )
                 return
-        logger.log(V(4), "Chose node", extra=kv(pod=pi.key, node=node, evaluated=result.evaluated,
-                                                 feasible=result.feasible))
+        logger.log(
+            V(4),
+            "Chose node",
+            extra=kv(pod=pi.key, node=node, evaluated=result.evaluated, feasible=result.feasible),
+        )
         with self._idle:
             self._inflight_binds += 1
         self._binds.submit(self._bind_cycle, qp, profile, state, node, start)
 
-    def _bind_cycle(self, qp: QueuedPod, profile: Profile, state: CycleState, node: str, start: float) -> None:
+    def _bind_cycle(
+        self, qp: QueuedPod, profile: Profile, state: CycleState, node: str, start: float
+    ) -> None:
         pi = qp.pod
         try:
             st = profile.pre_bind(state, pi, node)
             if st is not None:
                 self._undo(qp, profile, state, node)
-                self._failed(qp, profile, start, f"running PreBind plugin {st.plugin!r}: {st.message()}",
-                             "SchedulerError", error=True)
+                self._failed(
+                    qp,
+                    profile,
+                    start,
+                    f"running PreBind plugin {st.plugin!r}: {st.message()}",
+                    "SchedulerError",
+                    error=True,
+                )
                 return
             outcome, why = self.io.bind(pi, node)
             if outcome is BindOutcome.BOUND:
                 elapsed = time.perf_counter() - start
-                logger.log(V(2), "Successfully bound pod to node",
-                           extra=kv(pod=pi.key, node=node, attempts=qp.attempts))
+                logger.log(
+                    V(2),
+                    "Successfully bound pod to node",
+                    extra=kv(pod=pi.key, node=node, attempts=qp.attempts),
+                )
                 self.metrics.attempt("scheduled", profile.name, elapsed)
                 self.metrics.scheduled(profile.name, qp.attempts, time.monotonic() - qp.timestamp)
                 profile.post_bind(state, pi, node)
                 self.io.scheduled(pi, node, profile.name)
                 self.queue.done(qp)
             elif outcome is BindOutcome.GONE:
-                logger.info("Pod was bound or deleted elsewhere; dropping it", extra=kv(pod=pi.key, reason=why))
+                logger.info(
+                    "Pod was bound or deleted elsewhere; dropping it", extra=kv(pod=pi.key, reason=why)
+                )
                 self._undo(qp, profile, state, node)
                 self.queue.done(qp)
             else:
@@ -169,8 +198,16 @@ class Scheduler:
             profile.unreserve(state, qp.pod, node)
             self.cache.forget(qp.pod)
 
-    def _failed(self, qp: QueuedPod, profile: Profile, start: float, message: str, reason: str,
-                plugins: frozenset[str] = frozenset(), error: bool = False) -> None:
+    def _failed(
+        self,
+        qp: QueuedPod,
+        profile: Profile,
+        start: float,
+        message: str,
+        reason: str,
+        plugins: frozenset[str] = frozenset(),
+        error: bool = False,
+    ) -> None:
         pi = qp.pod
         result = "error" if error else "unschedulable"
         self.metrics.attempt(result, profile.name, time.perf_counter() - start)

@@ -14,9 +14,22 @@ from scheduler.core.resources import Resource
 
 
 class NodeInfo:
-    __slots__ = ("name", "node", "labels", "taints", "unschedulable", "allocatable",
-                 "pods", "requested", "non_zero_requested", "used_ports",
-                 "pods_with_affinity", "pods_with_required_anti_affinity", "generation", "memo")
+    __slots__ = (
+        "name",
+        "node",
+        "labels",
+        "taints",
+        "unschedulable",
+        "allocatable",
+        "pods",
+        "requested",
+        "non_zero_requested",
+        "used_ports",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "generation",
+        "memo",
+    )
 
     def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
         self.name = name

@@ -114,12 +114,22 @@ def _noop_observer(point: str, status: str, seconds: float) -> None:
 class Profile:
     """The plugins of one ``schedulerName``, ready to run."""
 
-    def __init__(self, name: str, plugins: Sequence[Any], *, filters: Sequence[str],
-                 pre_filters: Sequence[str] | None = None, pre_scores: Sequence[str] | None = None,
-                 scores: Sequence[tuple[str, int]] = (), reserves: Sequence[str] = (),
-                 pre_binds: Sequence[str] = (), post_binds: Sequence[str] = (),
-                 percentage_of_nodes_to_score: int = 0, observe: Observer | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        plugins: Sequence[Any],
+        *,
+        filters: Sequence[str],
+        pre_filters: Sequence[str] | None = None,
+        pre_scores: Sequence[str] | None = None,
+        scores: Sequence[tuple[str, int]] = (),
+        reserves: Sequence[str] = (),
+        pre_binds: Sequence[str] = (),
+        post_binds: Sequence[str] = (),
+        percentage_of_nodes_to_score: int = 0,
+        observe: Observer | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         """``plugins`` are the built plugin objects; the other lists name, per
         extension point, which of them run there, in order (as configured)."""
         by_name = {p.name: p for p in plugins}
@@ -135,11 +145,16 @@ class Profile:
         self.name = name
         self.plugins = by_name
         self.filters: list[Any] = pick(filters, FilterPlugin)
-        self.pre_filters: list[Any] = pick(pre_filters if pre_filters is not None else filters, PreFilterPlugin)
+        self.pre_filters: list[Any] = pick(
+            pre_filters if pre_filters is not None else filters, PreFilterPlugin
+        )
         score_names = [n for n, _ in scores]
-        self.pre_scores: list[Any] = pick(pre_scores if pre_scores is not None else score_names, PreScorePlugin)
-        self.scores: list[tuple[Any, int]] = [(by_name[n], w) for n, w in scores
-                                              if isinstance(by_name[n], ScorePlugin)]
+        self.pre_scores: list[Any] = pick(
+            pre_scores if pre_scores is not None else score_names, PreScorePlugin
+        )
+        self.scores: list[tuple[Any, int]] = [
+            (by_name[n], w) for n, w in scores if isinstance(by_name[n], ScorePlugin)
+        ]
         self.reserves: list[Any] = pick(reserves, ReservePlugin)
         self.pre_binds: list[Any] = pick(pre_binds, PreBindPlugin)
         self.post_binds: list[Any] = pick(post_binds, PostBindPlugin)
@@ -189,8 +204,9 @@ class Profile:
         self.observe("Score", "Success", time.perf_counter() - t2)
         return ScheduleResult(self._select(totals), evaluated, len(feasible))
 
-    def _run_pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                        num_nodes: int) -> tuple[set[str], tuple[frozenset[str], set[str]] | None]:
+    def _run_pre_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, num_nodes: int
+    ) -> tuple[set[str], tuple[frozenset[str], set[str]] | None]:
         skip: set[str] = set()
         allowed: frozenset[str] | None = None
         contributors: set[str] = set()
@@ -213,13 +229,22 @@ class Profile:
             else:
                 raise FitError(num_nodes, pre_filter=(p.name, res))
         if allowed is not None and not allowed:
-            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                        (f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(contributors))}]",))
+            st = Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                (f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(contributors))}]",),
+            )
             raise FitError(num_nodes, pre_filter=(sorted(contributors)[0], st))
         return skip, (None if allowed is None else (allowed, contributors))
 
-    def _find_feasible(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], num_all: int,
-                       statuses: dict[str, tuple[str, Status]], skip: set[str]) -> list[NodeInfo]:
+    def _find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: list[NodeInfo],
+        num_all: int,
+        statuses: dict[str, tuple[str, Status]],
+        skip: set[str],
+    ) -> list[NodeInfo]:
         n = len(nodes)
         if n == 0:
             return []

@@ -48,9 +48,14 @@ class QueuedPod:
 
 
 class SchedulingQueue:
-    def __init__(self, initial_backoff: float = 1.0, max_backoff: float = 10.0,
-                 unschedulable_timeout: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[dict[str, int]], None] | None = None) -> None:
+    def __init__(
+        self,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        unschedulable_timeout: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.unschedulable_timeout = unschedulable_timeout
@@ -59,15 +64,15 @@ class SchedulingQueue:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, uid)
-        self._backoff: list[tuple[float, int, str]] = []      # (expiry, seq, uid)
-        self._where: dict[str, str] = {}                       # uid -> ACTIVE|BACKOFF|UNSCHEDULABLE
+        self._backoff: list[tuple[float, int, str]] = []  # (expiry, seq, uid)
+        self._where: dict[str, str] = {}  # uid -> ACTIVE|BACKOFF|UNSCHEDULABLE
         self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
-        self._pods: dict[str, QueuedPod] = {}                  # queued pods (not in flight)
+        self._pods: dict[str, QueuedPod] = {}  # queued pods (not in flight)
         self._unsched_since: dict[str, float] = {}
         self._in_flight: dict[str, QueuedPod] = {}
-        self._latest: dict[str, PodInfo] = {}                  # updates that arrived while in flight
+        self._latest: dict[str, PodInfo] = {}  # updates that arrived while in flight
         self._deleted_in_flight: set[str] = set()
-        self._move_cycle = 0                                   # bumped by every move_all
+        self._move_cycle = 0  # bumped by every move_all
         self._pop_cycle: dict[str, int] = {}
         self._closed = False
 
@@ -160,8 +165,9 @@ class SchedulingQueue:
             self._latest.pop(uid, None)
             self._deleted_in_flight.discard(uid)
 
-    def requeue(self, qp: QueuedPod, unschedulable_plugins: frozenset[str] = frozenset(),
-                error: bool = False) -> None:
+    def requeue(
+        self, qp: QueuedPod, unschedulable_plugins: frozenset[str] = frozenset(), error: bool = False
+    ) -> None:
         """The pod's cycle failed: back off, or park it until the cluster changes."""
         with self._cond:
             uid = qp.pod.uid

@@ -25,9 +25,18 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-            "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-            "P": Decimal("1e15"), "E": Decimal("1e18")}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
 
 
 class QuantityError(ValueError):
@@ -135,12 +144,12 @@ class Resource:
                 self.scalar[k] = v
 
     def copy(self) -> Resource:
-        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage,
-                        self.allowed_pod_number, dict(self.scalar))
+        return Resource(
+            self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar)
+        )
 
     def is_zero(self) -> bool:
-        return not (self.milli_cpu or self.memory or self.ephemeral_storage
-                    or any(self.scalar.values()))
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values()))
 
 
 def _container_requests(container: dict[str, Any], non_zero: bool) -> Resource:

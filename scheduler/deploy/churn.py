@@ -46,31 +46,45 @@ class Round:
 
 def delete_round(api: ApiClient, namespace: str, selector: str | None, number: int) -> Round:
     core = CoreV1Api(api)
-    pods = sorted(core.list_namespaced_pod(namespace, label_selector=selector or None, _request_timeout=30).items,
-                  key=lambda p: p.metadata.name)
+    pods = sorted(
+        core.list_namespaced_pod(namespace, label_selector=selector or None, _request_timeout=30).items,
+        key=lambda p: p.metadata.name,
+    )
 
     def delete(pod: Any) -> bool:
         """True when deleted, False when already gone or replaced."""
         body = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.metadata.uid}}
         try:
-            core.delete_namespaced_pod(pod.metadata.name, namespace, body=body, grace_period_seconds=0,
-                                       _request_timeout=30)
+            core.delete_namespaced_pod(
+                pod.metadata.name, namespace, body=body, grace_period_seconds=0, _request_timeout=30
+            )
         except ApiException as e:
             if e.status in (404, 409):
                 return False
-            raise DeployError(f"cannot delete pod {namespace}/{pod.metadata.name}: {api_message(e)}") from None
+            raise DeployError(
+                f"cannot delete pod {namespace}/{pod.metadata.name}: {api_message(e)}"
+            ) from None
         return True
 
     # Concurrently: one by one, 30 deletes took 11 s on a busy kind cluster, not "at once".
-    with ThreadPoolExecutor(max_workers=max(1, min(DELETE_WORKERS, len(pods))),
-                            thread_name_prefix="churn-delete") as pool:
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(DELETE_WORKERS, len(pods))), thread_name_prefix="churn-delete"
+    ) as pool:
         done = list(pool.map(delete, pods))
     deleted = [p.metadata.name for p, ok in zip(pods, done, strict=True) if ok]
     return Round(number, deleted, len(pods) - len(deleted))
 
 
-def churn(api: ApiClient, namespace: str, selector: str | None, every: float, count: int | None,
-          duration: float | None, stop: threading.Event, report: Callable[[Round], None]) -> int:
+def churn(
+    api: ApiClient,
+    namespace: str,
+    selector: str | None,
+    every: float,
+    count: int | None,
+    duration: float | None,
+    stop: threading.Event,
+    report: Callable[[Round], None],
+) -> int:
     """Run rounds until ``count``, ``duration`` or ``stop``; the number of rounds run."""
     start = time.monotonic()
     n = 0
@@ -94,11 +108,17 @@ def main(argv: list[str]) -> int:
     p = cmdline.parser("churn", "Delete a namespace's pods on a timer (forced, grace period 0).")
     p.add_argument("-n", "--namespace", required=True, help="whose pods to delete")
     p.add_argument("-l", "--selector", metavar="LABELS", help="only the pods matching this label selector")
-    p.add_argument("--every", type=cmdline.positive_float, default=10.0, metavar="SECONDS",
-                   help="between the starts of two rounds (default 10)")
+    p.add_argument(
+        "--every",
+        type=cmdline.positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="between the starts of two rounds (default 10)",
+    )
     p.add_argument("--count", type=cmdline.positive_int, metavar="N", help="stop after N rounds")
-    p.add_argument("--duration", type=cmdline.positive_float, metavar="SECONDS",
-                   help="start no round after this long")
+    p.add_argument(
+        "--duration", type=cmdline.positive_float, metavar="SECONDS", help="start no round after this long"
+    )
     cmdline.add_cluster_flags(p)
     cmdline.add_log_flags(p)
 
@@ -114,9 +134,14 @@ def main(argv: list[str]) -> int:
             total[0] += 1
             total[1] += len(r.deleted)
             bound = f"/{ns.count}" if ns.count else ""
-            names = ", ".join(r.deleted[:10]) + (f", ... ({len(r.deleted) - 10} more)" if len(r.deleted) > 10 else "")
-            sys.stdout.write(f"round {r.number}{bound}: deleted {len(r.deleted)} pods in {ns.namespace}"
-                             + (f": {names}" if names else "") + "\n")
+            names = ", ".join(r.deleted[:10]) + (
+                f", ... ({len(r.deleted) - 10} more)" if len(r.deleted) > 10 else ""
+            )
+            sys.stdout.write(
+                f"round {r.number}{bound}: deleted {len(r.deleted)} pods in {ns.namespace}"
+                + (f": {names}" if names else "")
+                + "\n"
+            )
             sys.stdout.flush()
 
         stop = threading.Event()

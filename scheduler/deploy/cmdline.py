@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("argument "):
-            message = message[len("argument "):]
+            message = message[len("argument ") :]
         raise UsageError(message)
 
 
@@ -70,33 +70,69 @@ def positive_int(text: str) -> int:
 
 
 def add_method(p: argparse.ArgumentParser, choices: Sequence[str] = METHODS) -> None:
-    p.add_argument("method", choices=choices, metavar="|".join(choices),
-                   help="lease: a Deployment sharing kube-scheduler's Lease; static: a static pod on the "
-                        "control-plane node; prometheus: the source of node usage")
+    p.add_argument(
+        "method",
+        choices=choices,
+        metavar="|".join(choices),
+        help="lease: a Deployment sharing kube-scheduler's Lease; static: a static pod on the "
+        "control-plane node; prometheus: the source of node usage",
+    )
 
 
 def add_values_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("values (defaults in manifests/values.yaml)")
-    g.add_argument("-f", "--values", dest="values_files", action="append", default=[], metavar="FILE",
-                   help="a YAML file of values merged over the defaults (repeatable, later wins)")
-    g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="one value, read as YAML: --set replicas=2 --set image.name=reg/ds:1 (repeatable)")
-    g.add_argument("--set-string", dest="set_strings", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="one value, always a string (repeatable)")
-    g.add_argument("--manifests", metavar="DIR",
-                   help="the manifests folder (default: $DYNAMIC_SCHEDULER_MANIFESTS, else the source tree's)")
+    g.add_argument(
+        "-f",
+        "--values",
+        dest="values_files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a YAML file of values merged over the defaults (repeatable, later wins)",
+    )
+    g.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="one value, read as YAML: --set replicas=2 --set image.name=reg/ds:1 (repeatable)",
+    )
+    g.add_argument(
+        "--set-string",
+        dest="set_strings",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="one value, always a string (repeatable)",
+    )
+    g.add_argument(
+        "--manifests",
+        metavar="DIR",
+        help="the manifests folder (default: $DYNAMIC_SCHEDULER_MANIFESTS, else the source tree's)",
+    )
 
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
-    g.add_argument("--kubeconfig", metavar="FILE",
-                   help="default: $KUBECONFIG, else ~/.kube/config, else the pod's service account")
+    g.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="default: $KUBECONFIG, else ~/.kube/config, else the pod's service account",
+    )
     g.add_argument("--context", metavar="NAME", help="the kubeconfig context (default: its current-context)")
 
 
 def add_log_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-v", "--v", dest="v", type=int, default=0, metavar="N",
-                   help="log verbosity (progress is always shown; 4 shows requests' details)")
+    p.add_argument(
+        "-v",
+        "--v",
+        dest="v",
+        type=int,
+        default=0,
+        metavar="N",
+        help="log verbosity (progress is always shown; 4 shows requests' details)",
+    )
 
 
 def load(ns: argparse.Namespace) -> tuple[Path, LoadedValues]:

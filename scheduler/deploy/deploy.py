@@ -63,17 +63,25 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
     rendered = render("lease", values, root)
     v = values.data
     vns, le = v["namespace"], v["leaderElection"]
-    needs = [Need("get", "deployments", "apps", vns, SCHEDULER_DEPLOYMENT), Need("list", "pods", "", vns),
-             Need("get", "leases", LEASES, le["resourceNamespace"], le["resourceName"])]
+    needs = [
+        Need("get", "deployments", "apps", vns, SCHEDULER_DEPLOYMENT),
+        Need("list", "pods", "", vns),
+        Need("get", "leases", LEASES, le["resourceNamespace"], le["resourceName"]),
+    ]
     if ns.method == "seed":
-        needs += [Need("list", "pods", "", "kube-system"), Need("delete", "pods", "", "kube-system"),
-                  Need("delete", "leases", LEASES, le["resourceNamespace"], le["resourceName"])]
+        needs += [
+            Need("list", "pods", "", "kube-system"),
+            Need("delete", "pods", "", "kube-system"),
+            Need("delete", "leases", LEASES, le["resourceNamespace"], le["resourceName"]),
+        ]
     start = time.monotonic()
     Cluster(api).apply(rendered.objects, needs=needs, doing="deploy lease", namespace_wait=ns.timeout)
     pods, _ = wait_rollout(api, vns, SCHEDULER_DEPLOYMENT, ns.timeout)
     ready_at = time.monotonic()
-    logger.info("Replicas ready", extra=kv(pods=",".join(p.metadata.name for p in pods),
-                                           elapsed=f"{ready_at - start:.1f}s"))
+    logger.info(
+        "Replicas ready",
+        extra=kv(pods=",".join(p.metadata.name for p in pods), elapsed=f"{ready_at - start:.1f}s"),
+    )
     names = {p.metadata.name for p in pods}
 
     def ours(lease: dict[str, Any] | None) -> bool:
@@ -85,13 +93,16 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
     else:
         holder, _ = wait_holder(api, le["resourceNamespace"], le["resourceName"], ours, what, ns.timeout)
     now = time.monotonic()
-    _out(f"{le['resourceNamespace']}/{le['resourceName']} is held by {holder} (pod {holder_host(holder)}): "
-         f"{now - ready_at:.1f}s after the replicas were ready, {now - start:.1f}s after the apply")
+    _out(
+        f"{le['resourceNamespace']}/{le['resourceName']} is held by {holder} (pod {holder_host(holder)}): "
+        f"{now - ready_at:.1f}s after the replicas were ready, {now - start:.1f}s after the apply"
+    )
     return 0
 
 
-def _seed_takeover(api: ApiClient, lease_ns: str, lease_name: str, ours: Any, what: str,
-                   ns: argparse.Namespace) -> str:
+def _seed_takeover(
+    api: ApiClient, lease_ns: str, lease_name: str, ours: Any, what: str, ns: argparse.Namespace
+) -> str:
     """Delete kube-scheduler's pod and the Lease until ours holds it (the field note's 1.4 and its script)."""
     core, coord = CoreV1Api(api), CoordinationV1Api(api)
     deadline = time.monotonic() + ns.timeout
@@ -99,14 +110,22 @@ def _seed_takeover(api: ApiClient, lease_ns: str, lease_name: str, ours: Any, wh
         lease = read_lease(api, lease_ns, lease_name)
         if ours(lease):
             return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
-        pods = core.list_namespaced_pod("kube-system", label_selector=KUBE_SCHEDULER_SELECTOR, _request_timeout=30)
+        pods = core.list_namespaced_pod(
+            "kube-system", label_selector=KUBE_SCHEDULER_SELECTOR, _request_timeout=30
+        )
         for p in pods.items:
-            _delete(lambda p=p: core.delete_namespaced_pod(p.metadata.name, "kube-system", _request_timeout=30),
-                    f"pod kube-system/{p.metadata.name}")
-        _delete(lambda: coord.delete_namespaced_lease(lease_name, lease_ns, _request_timeout=30),
-                f"Lease {lease_ns}/{lease_name}")
-        logger.info("Deleted kube-scheduler's pods and the Lease", extra=kv(attempt=attempt, of=ns.seed_max_tries,
-                                                                              pods=len(pods.items)))
+            _delete(
+                lambda p=p: core.delete_namespaced_pod(p.metadata.name, "kube-system", _request_timeout=30),
+                f"pod kube-system/{p.metadata.name}",
+            )
+        _delete(
+            lambda: coord.delete_namespaced_lease(lease_name, lease_ns, _request_timeout=30),
+            f"Lease {lease_ns}/{lease_name}",
+        )
+        logger.info(
+            "Deleted kube-scheduler's pods and the Lease",
+            extra=kv(attempt=attempt, of=ns.seed_max_tries, pods=len(pods.items)),
+        )
         remaining = deadline - time.monotonic()
         last = attempt == ns.seed_max_tries or ns.seed_repeat_every is None
         window = remaining if last else min(ns.seed_repeat_every, remaining)
@@ -118,7 +137,9 @@ def _seed_takeover(api: ApiClient, lease_ns: str, lease_name: str, ours: Any, wh
         except DeployError:
             if last or time.monotonic() >= deadline:
                 raise
-    raise DeployError(f"{what}: not after {ns.seed_max_tries} rounds of deleting kube-scheduler's pod and the Lease")
+    raise DeployError(
+        f"{what}: not after {ns.seed_max_tries} rounds of deleting kube-scheduler's pod and the Lease"
+    )
 
 
 def _delete(call: Any, what: str) -> None:
@@ -141,8 +162,10 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
     mode = v["static"]["mode"]
     paths = static.Paths.of(v)
     plans = [static.check_node(fs, paths, mode) for fs in targets]  # all nodes, before any change
-    sched_lease = (v["leaderElection"]["resourceNamespace"],
-                   v["static"]["leaseName"] if mode == "beside" else v["leaderElection"]["resourceName"])
+    sched_lease = (
+        v["leaderElection"]["resourceNamespace"],
+        v["static"]["leaseName"] if mode == "beside" else v["leaderElection"]["resourceName"],
+    )
     needs = [Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, *sched_lease)]
     cluster = Cluster(api)
     created = cluster.apply(rendered.objects, needs=needs, doing="deploy static", namespace_wait=ns.timeout)
@@ -161,10 +184,17 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
     for fs in targets:
         name = static.mirror_pod(paths.pod_name, fs.node)
         static.wait_mirror_ready(api, name, revision, ns.timeout)
-        _out(f"{fs.node}: kube-system/{name} is Running and Ready, "
-             f"{time.monotonic() - landed[fs.node]:.1f}s after its manifest was written")
-    holder, took = wait_holder(api, *sched_lease, annotated_as_ours,
-                               f"Lease {sched_lease[0]}/{sched_lease[1]} held by ours", ns.timeout)
+        _out(
+            f"{fs.node}: kube-system/{name} is Running and Ready, "
+            f"{time.monotonic() - landed[fs.node]:.1f}s after its manifest was written"
+        )
+    holder, took = wait_holder(
+        api,
+        *sched_lease,
+        annotated_as_ours,
+        f"Lease {sched_lease[0]}/{sched_lease[1]} held by ours",
+        ns.timeout,
+    )
     _out(f"{sched_lease[0]}/{sched_lease[1]} is held by {holder} ({took:.1f}s later)")
     return 0
 
@@ -178,10 +208,16 @@ def node_names(api: ApiClient) -> list[str]:
 
 def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
     """An instant query through the API server's service proxy; the result vector."""
-    resp = api.call_api(f"/api/v1/namespaces/{namespace}/services/prometheus:9090/proxy/api/v1/query", "GET",
-                        query_params=[("query", promql)], header_params={"Accept": "application/json"},
-                        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                        _request_timeout=30)
+    resp = api.call_api(
+        f"/api/v1/namespaces/{namespace}/services/prometheus:9090/proxy/api/v1/query",
+        "GET",
+        query_params=[("query", promql)],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        _request_timeout=30,
+    )
     try:
         body = json.loads(resp.data)
     finally:
@@ -201,8 +237,11 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
         values = override(values, "prometheus.nodes", nodes, "the cluster's nodes")
         logger.info("Static discovery of the cluster's nodes", extra=kv(nodes=",".join(nodes)))
     rendered = render("prometheus", values, root)
-    needs = [Need("get", "deployments", "apps", vns, "prometheus"), Need("list", "pods", "", vns),
-             Need("get", "services", "", vns, subresource="proxy")]
+    needs = [
+        Need("get", "deployments", "apps", vns, "prometheus"),
+        Need("list", "pods", "", vns),
+        Need("get", "services", "", vns, subresource="proxy"),
+    ]
     start = time.monotonic()
     cluster.apply(rendered.objects, needs=needs, doing="deploy prometheus", namespace_wait=ns.timeout)
     wait_rollout(api, vns, "prometheus", ns.timeout)
@@ -217,13 +256,16 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
             raise
         got = {r["metric"].get("node"): r["value"][1] for r in result}
         have = [n for n in nodes if n in got]
-        status = f"{len(have)}/{len(nodes)} nodes" + (": " + ", ".join(f"{n}={float(got[n]):.3f}" for n in have)
-                                                      if have else "")
+        status = f"{len(have)}/{len(nodes)} nodes" + (
+            ": " + ", ".join(f"{n}={float(got[n]):.3f}" for n in have) if have else ""
+        )
         return len(have) == len(nodes), status
 
     poll(f"{metric} for every node", check_series, ns.timeout, interval=2.0)
-    _out(f"prometheus is ready: {metric} has a series for each of the {len(nodes)} nodes, "
-         f"{time.monotonic() - start:.1f}s after the apply")
+    _out(
+        f"prometheus is ready: {metric} has a series for each of the {len(nodes)} nodes, "
+        f"{time.monotonic() - start:.1f}s after the apply"
+    )
     return 0
 
 
@@ -231,27 +273,50 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = cmdline.parser("deploy", "Deploy a method to the cluster: check access, dry-run everything, apply, wait.")
-    subs = p.add_subparsers(dest="what", metavar="lease|static|prometheus", required=True,
-                            parser_class=cmdline.Parser)
-    for name, text in (("lease", "the Deployment sharing kube-scheduler's Lease, then the takeover"),
-                       ("static", "the static pod on the control-plane nodes"),
-                       ("prometheus", "Prometheus and the recording rules of the Dynamic policy")):
+    p = cmdline.parser(
+        "deploy", "Deploy a method to the cluster: check access, dry-run everything, apply, wait."
+    )
+    subs = p.add_subparsers(
+        dest="what", metavar="lease|static|prometheus", required=True, parser_class=cmdline.Parser
+    )
+    for name, text in (
+        ("lease", "the Deployment sharing kube-scheduler's Lease, then the takeover"),
+        ("static", "the static pod on the control-plane nodes"),
+        ("prometheus", "Prometheus and the recording rules of the Dynamic policy"),
+    ):
         sp = subs.add_parser(name, help=text, description=text, allow_abbrev=False)
         cmdline.add_values_flags(sp)
         cmdline.add_cluster_flags(sp)
-        sp.add_argument("--timeout", type=cmdline.positive_float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})")
+        sp.add_argument(
+            "--timeout",
+            type=cmdline.positive_float,
+            default=DEFAULT_TIMEOUT,
+            metavar="SECONDS",
+            help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
+        )
         cmdline.add_log_flags(sp)
         if name == "lease":
             g = sp.add_argument_group("takeover")
-            g.add_argument("--method", choices=("takeover", "seed"), default="takeover",
-                           help="takeover: the scheduler's --leader-elect-takeover (default); seed: delete "
-                                "kube-scheduler's pod and the Lease, as the field note does")
-            g.add_argument("--seed-repeat-every", type=cmdline.positive_float, metavar="SECONDS",
-                           help="seed: delete again after this long while ours does not hold the Lease")
-            g.add_argument("--seed-max-tries", type=cmdline.positive_int, default=1, metavar="N",
-                           help="seed: at most this many rounds of deleting (default 1)")
+            g.add_argument(
+                "--method",
+                choices=("takeover", "seed"),
+                default="takeover",
+                help="takeover: the scheduler's --leader-elect-takeover (default); seed: delete "
+                "kube-scheduler's pod and the Lease, as the field note does",
+            )
+            g.add_argument(
+                "--seed-repeat-every",
+                type=cmdline.positive_float,
+                metavar="SECONDS",
+                help="seed: delete again after this long while ours does not hold the Lease",
+            )
+            g.add_argument(
+                "--seed-max-tries",
+                type=cmdline.positive_int,
+                default=1,
+                metavar="N",
+                help="seed: at most this many rounds of deleting (default 1)",
+            )
         if name == "static":
             static.add_node_flags(sp)
     return p
@@ -267,8 +332,10 @@ def main(argv: list[str]) -> int:
             raise cmdline.UsageError("--seed-repeat-every/--seed-max-tries: only with --method=seed")
         root, values = cmdline.load(ns)
         if ns.what == "lease" and ns.method == "takeover" and not values.data["takeover"]:
-            raise cmdline.UsageError("--method=takeover: the values say takeover: false, so nothing would take "
-                                     "the Lease from kube-scheduler; set takeover=true or use --method=seed")
+            raise cmdline.UsageError(
+                "--method=takeover: the values say takeover: false, so nothing would take "
+                "the Lease from kube-scheduler; set takeover=true or use --method=seed"
+            )
         if ns.what == "static":
             static.check_node_flags(ns)
         api = cmdline.connect(ns.kubeconfig, ns.context)

@@ -49,9 +49,11 @@ def finalize(core: CoreV1Api, name: str, force: bool) -> list[str]:
         raise DeployError(f"cannot read namespace {name}: {api_message(e)}") from None
     terminating = ns.metadata.deletion_timestamp is not None
     if not terminating and not force:
-        raise DeployError(f"namespace {name} is {ns.status.phase if ns.status else 'not terminating'}, not "
-                          f"Terminating: its finalizers make a delete clean up its contents; pass --force to "
-                          f"remove them anyway")
+        raise DeployError(
+            f"namespace {name} is {ns.status.phase if ns.status else 'not terminating'}, not "
+            f"Terminating: its finalizers make a delete clean up its contents; pass --force to "
+            f"remove them anyway"
+        )
     removed = list((ns.spec.finalizers if ns.spec else None) or [])
     # A terminating namespace whose spec.finalizers is already empty (emptied before the delete)
     # is stuck too: the namespace controller leaves it as finalized and the API server deletes a
@@ -68,7 +70,9 @@ def finalize(core: CoreV1Api, name: str, force: bool) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    p = cmdline.parser("finalize-namespace", "Remove the spec.finalizers of a namespace stuck in Terminating.")
+    p = cmdline.parser(
+        "finalize-namespace", "Remove the spec.finalizers of a namespace stuck in Terminating."
+    )
     p.add_argument("name", help="the namespace")
     p.add_argument("--force", action="store_true", help="also when the namespace is not terminating")
     cmdline.add_cluster_flags(p)
@@ -78,11 +82,16 @@ def main(argv: list[str]) -> int:
         ns = p.parse_args(argv)
         cmdline.setup_logging(ns.v)
         if not DNS_LABEL.ok(ns.name):
-            raise cmdline.UsageError(f"name: expected a namespace name ({DNS_LABEL.expected}), got {ns.name!r}")
+            raise cmdline.UsageError(
+                f"name: expected a namespace name ({DNS_LABEL.expected}), got {ns.name!r}"
+            )
         core = CoreV1Api(cmdline.connect(ns.kubeconfig, ns.context))
         removed = finalize(core, ns.name, ns.force)
-        _out(f"namespace {ns.name}: removed spec.finalizers {removed}" if removed
-             else f"namespace {ns.name}: spec.finalizers was already empty")
+        _out(
+            f"namespace {ns.name}: removed spec.finalizers {removed}"
+            if removed
+            else f"namespace {ns.name}: spec.finalizers was already empty"
+        )
         state: list[str] = [""]
 
         def settled() -> tuple[bool, str]:
@@ -107,8 +116,10 @@ def main(argv: list[str]) -> int:
             return 0
         if state[0] == "active":
             return 0
-        _out(f"namespace {ns.name} is still Terminating, {state[0]}: other controllers' claims, which "
-             f"this command does not remove")
+        _out(
+            f"namespace {ns.name} is still Terminating, {state[0]}: other controllers' claims, which "
+            f"this command does not remove"
+        )
         return 1
 
     return cmdline.run("finalize-namespace", body)

@@ -87,8 +87,9 @@ class Cluster:
         try:
             return self.dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         except ResourceNotFoundError:
-            raise DeployError(f"{ref(obj)}: the server does not serve {obj['kind']} in {obj['apiVersion']}") \
-                from None
+            raise DeployError(
+                f"{ref(obj)}: the server does not serve {obj['kind']} in {obj['apiVersion']}"
+            ) from None
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -97,8 +98,12 @@ class Cluster:
         meta = obj["metadata"]
         res = self.resource(obj)
         try:
-            live = self.dyn.get(res, name=meta["name"], namespace=meta.get("namespace") if res.namespaced else None,
-                                _request_timeout=REQUEST_TIMEOUT)
+            live = self.dyn.get(
+                res,
+                name=meta["name"],
+                namespace=meta.get("namespace") if res.namespaced else None,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -113,8 +118,15 @@ class Cluster:
             res = self.resource(obj)
             ns = obj["metadata"].get("namespace") if res.namespaced else None
             for verb in verbs:
-                out.append(Need(verb, res.name, res.group or "", ns, obj["metadata"]["name"] if verb != "create"
-                                else None))
+                out.append(
+                    Need(
+                        verb,
+                        res.name,
+                        res.group or "",
+                        ns,
+                        obj["metadata"]["name"] if verb != "create" else None,
+                    )
+                )
         return out
 
     def denied(self, needs: Iterable[Need]) -> list[Need]:
@@ -123,10 +135,22 @@ class Cluster:
         out = []
         for need in sorted(set(needs), key=str):  # fields may be None: sort by the text
             attrs = {"verb": need.verb, "resource": need.resource, "group": need.group}
-            attrs.update({k: v for k, v in (("namespace", need.namespace), ("name", need.name),
-                                             ("subresource", need.subresource)) if v})
-            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                      "spec": {"resourceAttributes": attrs}}
+            attrs.update(
+                {
+                    k: v
+                    for k, v in (
+                        ("namespace", need.namespace),
+                        ("name", need.name),
+                        ("subresource", need.subresource),
+                    )
+                    if v
+                }
+            )
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs},
+            }
             try:
                 resp = authz.create_self_subject_access_review(review, _request_timeout=REQUEST_TIMEOUT)
             except ApiException as e:
@@ -146,9 +170,16 @@ class Cluster:
     def _ssa(self, obj: Obj, *, dry_run: bool) -> None:
         res = self.resource(obj)
         ns = obj["metadata"].get("namespace") if res.namespaced else None
-        self.dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"], namespace=ns,
-                                   field_manager=FIELD_MANAGER, force_conflicts=True,
-                                   dry_run="All" if dry_run else None, _request_timeout=REQUEST_TIMEOUT)
+        self.dyn.server_side_apply(
+            res,
+            body=obj,
+            name=obj["metadata"]["name"],
+            namespace=ns,
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+            dry_run="All" if dry_run else None,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
 
     def _dry_run(self, objects: list[Obj]) -> list[str]:
         failures = []
@@ -159,8 +190,14 @@ class Cluster:
                 failures.append(f"{ref(obj)}: {api_message(e)}")
         return failures
 
-    def apply(self, objects: list[Obj], *, needs: Iterable[Need] = (), doing: str = "deploy",
-              namespace_wait: float = NAMESPACE_WAIT) -> list[Obj]:
+    def apply(
+        self,
+        objects: list[Obj],
+        *,
+        needs: Iterable[Need] = (),
+        doing: str = "deploy",
+        namespace_wait: float = NAMESPACE_WAIT,
+    ) -> list[Obj]:
         """Check access, dry-run all, then apply all (see the module docstring).
 
         Returns the objects this run created (not those it updated), for a caller that must
@@ -169,21 +206,30 @@ class Cluster:
         self.require([*self.needs_for(objects, ("get", "patch")), *needs], doing)
         self._wait_namespaces_deleted(objects, namespace_wait)
         live = {ref(o): self.get(o) for o in objects}
-        skipped = [o for o in objects if o["kind"] == "Namespace" and live[ref(o)] is not None
-                   and not is_ours(live[ref(o)])]
+        skipped = [
+            o
+            for o in objects
+            if o["kind"] == "Namespace" and live[ref(o)] is not None and not is_ours(live[ref(o)])
+        ]
         for o in skipped:
-            logger.info("Namespace exists and is not ours; leaving it as it is", extra=kv(namespace=o["metadata"]["name"]))
+            logger.info(
+                "Namespace exists and is not ours; leaving it as it is",
+                extra=kv(namespace=o["metadata"]["name"]),
+            )
         objects = [o for o in objects if o not in skipped]
         self.require(self.needs_for([o for o in objects if live[ref(o)] is None], ("create",)), doing)
 
-        existing_ns = {o["metadata"]["name"] for o in skipped} | \
-            {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace" and live[ref(o)] is not None}
+        existing_ns = {o["metadata"]["name"] for o in skipped} | {
+            o["metadata"]["name"] for o in objects if o["kind"] == "Namespace" and live[ref(o)] is not None
+        }
         wanted_ns = {o["metadata"].get("namespace") for o in objects} - {None}
         for ns in sorted(wanted_ns - existing_ns):
             if self.get({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}) is not None:
                 existing_ns.add(ns)
             elif not any(o["kind"] == "Namespace" and o["metadata"]["name"] == ns for o in objects):
-                raise DeployError(f"namespace {ns} does not exist and is not among the objects (nothing was changed)")
+                raise DeployError(
+                    f"namespace {ns} does not exist and is not among the objects (nothing was changed)"
+                )
 
         def can_dry_run(o: Obj) -> bool:
             ns = o["metadata"].get("namespace")
@@ -193,7 +239,9 @@ class Cluster:
         rest = [o for o in objects if not can_dry_run(o)]
         failures = self._dry_run(first)
         if failures:
-            raise DeployError("the server rejects (dry run; nothing was changed):\n  " + "\n  ".join(failures))
+            raise DeployError(
+                "the server rejects (dry run; nothing was changed):\n  " + "\n  ".join(failures)
+            )
         created: list[Obj] = []
         try:
             if rest:
@@ -203,7 +251,9 @@ class Cluster:
                         created.append(o)
                 failures = self._dry_run(rest)
                 if failures:
-                    raise DeployError("the server rejects (dry run; nothing was changed):\n  " + "\n  ".join(failures))
+                    raise DeployError(
+                        "the server rejects (dry run; nothing was changed):\n  " + "\n  ".join(failures)
+                    )
             for o in objects:
                 if o in created:
                     continue
@@ -214,9 +264,10 @@ class Cluster:
             self.roll_back(created)
             if isinstance(e, ApiException):
                 changed = [ref(o) for o in objects if live[ref(o)] is not None]
-                raise DeployError(f"apply failed: {api_message(e)}; the objects this run created were deleted"
-                                  + (f"; updated before the failure: {', '.join(changed)}" if changed else "")) \
-                    from None
+                raise DeployError(
+                    f"apply failed: {api_message(e)}; the objects this run created were deleted"
+                    + (f"; updated before the failure: {', '.join(changed)}" if changed else "")
+                ) from None
             raise
         return created
 
@@ -239,9 +290,10 @@ class Cluster:
             try:
                 poll(f"namespace {name} deleted", gone, timeout)
             except DeployError as e:
-                raise DeployError(f"{e}: nothing can be created in a namespace being deleted (is a finalizer "
-                                  f"holding it? make finalize-namespace NAMESPACE={name}); nothing was changed") \
-                    from None
+                raise DeployError(
+                    f"{e}: nothing can be created in a namespace being deleted (is a finalizer "
+                    f"holding it? make finalize-namespace NAMESPACE={name}); nothing was changed"
+                ) from None
 
     def _apply_one(self, obj: Obj) -> None:
         self._ssa(obj, dry_run=False)
@@ -262,8 +314,13 @@ class Cluster:
         res = self.resource(obj)
         ns = obj["metadata"].get("namespace") if res.namespaced else None
         try:
-            self.dyn.delete(res, name=obj["metadata"]["name"], namespace=ns, propagation_policy="Background",
-                            _request_timeout=REQUEST_TIMEOUT)
+            self.dyn.delete(
+                res,
+                name=obj["metadata"]["name"],
+                namespace=ns,
+                propagation_policy="Background",
+                _request_timeout=REQUEST_TIMEOUT,
+            )
         except ApiException as e:
             if e.status == 404:
                 return False
@@ -271,8 +328,14 @@ class Cluster:
         logger.info("Deleted", extra=kv(object=ref(obj)))
         return True
 
-    def delete(self, objects: list[Obj], *, needs: Iterable[Need] = (), doing: str = "restore",
-               check_access: bool = True) -> list[Obj]:
+    def delete(
+        self,
+        objects: list[Obj],
+        *,
+        needs: Iterable[Need] = (),
+        doing: str = "restore",
+        check_access: bool = True,
+    ) -> list[Obj]:
         """Delete what exists of ``objects`` in reverse apply order; returns what was deleted.
 
         A Namespace goes only if it is ours (managed-by label) and no Deployment is left in it
@@ -298,7 +361,10 @@ class Cluster:
             return "not created by dynamic-scheduler"
         res = self.dyn.resources.get(api_version="apps/v1", kind="Deployment")
         try:
-            items = self.dyn.get(res, namespace=name, _request_timeout=REQUEST_TIMEOUT).to_dict().get("items") or []
+            items = (
+                self.dyn.get(res, namespace=name, _request_timeout=REQUEST_TIMEOUT).to_dict().get("items")
+                or []
+            )
         except ApiException as e:
             raise DeployError(f"cannot list the Deployments of namespace {name}: {api_message(e)}") from None
         left = sorted(i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp"))

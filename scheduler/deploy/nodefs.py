@@ -120,15 +120,23 @@ class DockerExecFS:
     def __repr__(self) -> str:
         return f"DockerExecFS({self.node!r})"
 
-    def _sh(self, script: str, *args: str, stdin: str | None = None, what: str) -> subprocess.CompletedProcess[str]:
+    def _sh(
+        self, script: str, *args: str, stdin: str | None = None, what: str
+    ) -> subprocess.CompletedProcess[str]:
         cmd = [self.docker, "exec", "-i", self.container, "sh", "-c", script, "sh", *args]
         logger.log(V(4), "docker exec", extra=kv(node=self.node, script=script, args=" ".join(args)))
         try:
-            return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=EXEC_TIMEOUT, check=False)
+            return subprocess.run(
+                cmd, input=stdin, capture_output=True, text=True, timeout=EXEC_TIMEOUT, check=False
+            )
         except FileNotFoundError:
-            raise UsageError(f"{self.docker}: not found; the kind nodes are reached with docker exec") from None
+            raise UsageError(
+                f"{self.docker}: not found; the kind nodes are reached with docker exec"
+            ) from None
         except subprocess.TimeoutExpired:
-            raise DeployError(f"{self.node}: {what}: docker exec did not return within {EXEC_TIMEOUT:g}s") from None
+            raise DeployError(
+                f"{self.node}: {what}: docker exec did not return within {EXEC_TIMEOUT:g}s"
+            ) from None
 
     def _ok(self, script: str, *args: str, what: str, stdin: str | None = None) -> str:
         out = self._sh(script, *args, stdin=stdin, what=what)
@@ -156,32 +164,50 @@ class DockerExecFS:
         return self._ok('cat -- "$1"', path, what=f"read {path}")
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
-        script = ('set -e; d=$(dirname -- "$1"); t="$d/.$(basename -- "$1").tmp"; mkdir -p -- "$d"; '
-                  'umask 077; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"')
+        script = (
+            'set -e; d=$(dirname -- "$1"); t="$d/.$(basename -- "$1").tmp"; mkdir -p -- "$d"; '
+            'umask 077; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
+        )
         self._ok(script, path, f"{mode:o}", stdin=text, what=f"write {path}")
 
     def move(self, src: str, dst: str) -> None:
-        self._ok('set -e; mkdir -p -- "$(dirname -- "$2")"; mv -f -- "$1" "$2"', src, dst, what=f"move {src} to {dst}")
+        self._ok(
+            'set -e; mkdir -p -- "$(dirname -- "$2")"; mv -f -- "$1" "$2"',
+            src,
+            dst,
+            what=f"move {src} to {dst}",
+        )
 
     def remove(self, path: str) -> None:
         self._ok('rm -f -- "$1"', path, what=f"remove {path}")
 
     def remove_dir_if_empty(self, path: str) -> None:
-        self._ok('if [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]; then rmdir -- "$1"; fi', path, what=f"remove {path}")
+        self._ok(
+            'if [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]; then rmdir -- "$1"; fi', path, what=f"remove {path}"
+        )
 
 
 def kind_nodes(cluster: str, kind: str = "kind") -> list[str]:
     """The node containers of kind cluster ``cluster`` (``kind get nodes --name``)."""
     try:
-        out = subprocess.run([kind, "get", "nodes", "--name", cluster], capture_output=True, text=True,
-                             timeout=EXEC_TIMEOUT, check=False)
+        out = subprocess.run(
+            [kind, "get", "nodes", "--name", cluster],
+            capture_output=True,
+            text=True,
+            timeout=EXEC_TIMEOUT,
+            check=False,
+        )
     except FileNotFoundError:
         raise UsageError(f"--kind-cluster: {kind} not found on PATH") from None
     except subprocess.TimeoutExpired:
-        raise DeployError(f"kind get nodes --name {cluster} did not return within {EXEC_TIMEOUT:g}s") from None
+        raise DeployError(
+            f"kind get nodes --name {cluster} did not return within {EXEC_TIMEOUT:g}s"
+        ) from None
     names = sorted(line.strip() for line in out.stdout.splitlines() if line.strip())
     if out.returncode != 0 or not names:
         detail = (out.stderr.strip().splitlines() or [""])[-1]
-        raise UsageError(f"--kind-cluster: no nodes found for kind cluster {cluster!r}"
-                         + (f" ({detail})" if detail else ""))
+        raise UsageError(
+            f"--kind-cluster: no nodes found for kind cluster {cluster!r}"
+            + (f" ({detail})" if detail else "")
+        )
     return names

@@ -57,8 +57,11 @@ def main(argv: list[str]) -> int:
     p = cmdline.parser("render", "Render the manifests of a method to stdout (nothing is sent to a cluster).")
     cmdline.add_method(p)
     cmdline.add_values_flags(p)
-    p.add_argument("--output-dir", metavar="DIR",
-                   help="write every file of the method under DIR instead of printing (see the module doc)")
+    p.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write every file of the method under DIR instead of printing (see the module doc)",
+    )
     cmdline.add_log_flags(p)
 
     def body() -> int:
@@ -69,8 +72,11 @@ def main(argv: list[str]) -> int:
         if ns.output_dir:
             write_output(rendered, ns.output_dir)
         elif ns.method == "static":
-            pod = next(text for path, text in rendered.node_files.items() if path.endswith(".yaml")
-                       and path.startswith(values.data["static"]["manifestDir"]))
+            pod = next(
+                text
+                for path, text in rendered.node_files.items()
+                if path.endswith(".yaml") and path.startswith(values.data["static"]["manifestDir"])
+            )
             sys.stdout.write(pod)
         else:
             sys.stdout.write(rendered.stream())

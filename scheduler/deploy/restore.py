@@ -54,11 +54,14 @@ def _selector(component: str) -> str:
     return ",".join(f"{k}={lb[k]}" for k in ("app.kubernetes.io/name", "app.kubernetes.io/component"))
 
 
-def _remove_method(api: ApiClient, objects: list[dict[str, Any]], namespace: str, component: str,
-                   timeout: float, doing: str) -> None:
+def _remove_method(
+    api: ApiClient, objects: list[dict[str, Any]], namespace: str, component: str, timeout: float, doing: str
+) -> None:
     """Workloads first, wait for their pods to go, then the rest."""
     cluster = Cluster(api)
-    cluster.require([*cluster.needs_for(objects, ("get", "delete")), Need("list", "pods", "", namespace)], doing)
+    cluster.require(
+        [*cluster.needs_for(objects, ("get", "delete")), Need("list", "pods", "", namespace)], doing
+    )
     workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
     rest = [o for o in objects if o not in workloads]
     cluster.delete(workloads, doing=doing, check_access=False)
@@ -76,11 +79,18 @@ def _not_ours(names: set[str]) -> Any:
 
 def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], timeout: float) -> None:
     try:
-        h, took = wait_holder(api, lease_ns, lease_name, _not_ours(names),
-                              f"Lease {lease_ns}/{lease_name} back with kube-scheduler", timeout)
+        h, took = wait_holder(
+            api,
+            lease_ns,
+            lease_name,
+            _not_ours(names),
+            f"Lease {lease_ns}/{lease_name} back with kube-scheduler",
+            timeout,
+        )
     except DeployError as e:
-        raise DeployError(f"{e} (is kube-scheduler running? kubectl -n kube-system get pods -l "
-                          f"component=kube-scheduler)") from None
+        raise DeployError(
+            f"{e} (is kube-scheduler running? kubectl -n kube-system get pods -l component=kube-scheduler)"
+        ) from None
     _out(f"{lease_ns}/{lease_name} is held by {h} again ({took:.1f}s after ours were gone)")
 
 
@@ -90,20 +100,32 @@ def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: floa
     ours = {p.metadata.name for p in list_pods(api, v["namespace"], _selector("scheduler"))}
     lease = read_lease(api, le_ns, le_name)
     held = bool(holder(lease)) and not _not_ours(ours)(lease)
-    _remove_method(api, render("lease", values, root).objects, v["namespace"], "scheduler", timeout, "restore lease")
+    _remove_method(
+        api, render("lease", values, root).objects, v["namespace"], "scheduler", timeout, "restore lease"
+    )
     if held:
         _wait_back(api, le_ns, le_name, ours, timeout)
     else:
-        _out(f"{le_ns}/{le_name} is held by {holder(read_lease(api, le_ns, le_name)) or 'nobody'} "
-             f"(it was not ours)")
+        _out(
+            f"{le_ns}/{le_name} is held by {holder(read_lease(api, le_ns, le_name)) or 'nobody'} "
+            f"(it was not ours)"
+        )
 
 
 def restore_prometheus(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:
     v = values.data
     if v["prometheus"]["discovery"] == "static" and not v["prometheus"]["nodes"]:
-        values = override(values, "prometheus.nodes", ["unused"], "restore")  # names only matter in the config
-    _remove_method(api, render("prometheus", values, root).objects, v["namespace"], "prometheus", timeout,
-                   "restore prometheus")
+        values = override(
+            values, "prometheus.nodes", ["unused"], "restore"
+        )  # names only matter in the config
+    _remove_method(
+        api,
+        render("prometheus", values, root).objects,
+        v["namespace"],
+        "prometheus",
+        timeout,
+        "restore prometheus",
+    )
     _out("prometheus is removed")
 
 
@@ -130,8 +152,10 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
         static.wait_mirror_gone(api, static.mirror_pod(paths.pod_name, r.node), ns.timeout)
         if r.kube_scheduler_restored:
             static.wait_mirror_ready(api, static.mirror_pod(static.KUBE_SCHEDULER, r.node), None, ns.timeout)
-        _out(f"{r.node}: our static pod is gone" +
-             (", kube-scheduler's manifest is back and its pod Ready" if r.kube_scheduler_restored else ""))
+        _out(
+            f"{r.node}: our static pod is gone"
+            + (", kube-scheduler's manifest is back and its pod Ready" if r.kube_scheduler_restored else "")
+        )
     beside = override(values, "static.mode", "beside", "restore")  # the only mode with API objects
     cluster.delete(render("static", beside, root).objects, doing="restore static")
     if own_lease != le_name:
@@ -146,8 +170,10 @@ def _delete_own_lease(api: ApiClient, namespace: str, name: str) -> None:
     if lease is None:
         return
     if holder(lease) and not annotated_as_ours(lease):
-        logger.warning("Lease is held by a scheduler that is not ours; leaving it",
-                       extra=kv(lease=f"{namespace}/{name}", holder=holder(lease)))
+        logger.warning(
+            "Lease is held by a scheduler that is not ours; leaving it",
+            extra=kv(lease=f"{namespace}/{name}", holder=holder(lease)),
+        )
         return
     try:
         CoordinationV1Api(api).delete_namespaced_lease(name, namespace, _request_timeout=30)
@@ -159,7 +185,9 @@ def _delete_own_lease(api: ApiClient, namespace: str, name: str) -> None:
 
 def _method(text: str) -> str:
     if text not in (*ORDER, "all"):
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join((*ORDER, 'all'))})")
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join((*ORDER, 'all'))})"
+        )
     return text
 
 
@@ -167,12 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmdline.parser("restore", "Give scheduling back to kube-scheduler and remove what deploy created.")
     # Checked by a type, not choices: with nargs="*", Python 3.11's argparse checks the empty
     # default against the choices too and refuses a bare `restore`.
-    p.add_argument("methods", nargs="*", type=_method, metavar="lease|static|prometheus|all",
-                   help="what to remove (default: lease static; all: lease static prometheus)")
+    p.add_argument(
+        "methods",
+        nargs="*",
+        type=_method,
+        metavar="lease|static|prometheus|all",
+        help="what to remove (default: lease static; all: lease static prometheus)",
+    )
     cmdline.add_values_flags(p)
     cmdline.add_cluster_flags(p)
-    p.add_argument("--timeout", type=cmdline.positive_float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument(
+        "--timeout",
+        type=cmdline.positive_float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
+    )
     static.add_node_flags(p)
     cmdline.add_log_flags(p)
     return p
@@ -188,7 +226,9 @@ def main(argv: list[str]) -> int:
         methods = set(ORDER) if "all" in asked else (asked or {"lease", "static"})
         if "static" in methods and not static.has_node_flags(ns):
             if "static" in asked or "all" in asked:
-                raise cmdline.UsageError("static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes")
+                raise cmdline.UsageError(
+                    "static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes"
+                )
             methods.discard("static")
             logger.info("Skipping static: no --kind-cluster or --manifest-dir to reach the nodes")
         if "static" in methods:

@@ -88,24 +88,34 @@ def check_node(fs: NodeFS, paths: Paths, mode: str) -> Plan:
     """What install will do on this node; DeployError (nothing changed) when it cannot."""
     node = fs.node
     if not fs.is_file(paths.kubeconfig):
-        raise DeployError(f"{node}: {paths.kubeconfig} not found: the static pod authenticates with kubeadm's "
-                          f"scheduler kubeconfig (is this a kubeadm control-plane node?); nothing was changed")
+        raise DeployError(
+            f"{node}: {paths.kubeconfig} not found: the static pod authenticates with kubeadm's "
+            f"scheduler kubeconfig (is this a kubeadm control-plane node?); nothing was changed"
+        )
     if not fs.is_dir(paths.manifest_dir):
-        raise DeployError(f"{node}: {paths.manifest_dir} is not a folder: expected the kubelet's staticPodPath; "
-                          f"nothing was changed")
+        raise DeployError(
+            f"{node}: {paths.manifest_dir} is not a folder: expected the kubelet's staticPodPath; "
+            f"nothing was changed"
+        )
     plan = Plan(node)
     if mode == "replace":
         live, orig = fs.is_file(paths.kube_scheduler), fs.exists(paths.kube_scheduler_orig)
         if live and orig:
-            raise DeployError(f"{node}: both {paths.kube_scheduler} and {paths.kube_scheduler_orig} exist: "
-                              f"run restore first; nothing was changed")
+            raise DeployError(
+                f"{node}: both {paths.kube_scheduler} and {paths.kube_scheduler_orig} exist: "
+                f"run restore first; nothing was changed"
+            )
         if not live and not orig:
-            raise DeployError(f"{node}: {paths.kube_scheduler} not found: replace mode moves kubeadm's "
-                              f"kube-scheduler manifest aside, and it is not where expected; nothing was changed")
+            raise DeployError(
+                f"{node}: {paths.kube_scheduler} not found: replace mode moves kubeadm's "
+                f"kube-scheduler manifest aside, and it is not where expected; nothing was changed"
+            )
         plan.move_kube_scheduler = live
     elif fs.exists(paths.kube_scheduler_orig):
-        raise DeployError(f"{node}: {paths.kube_scheduler_orig} exists (a replace-mode deploy): run restore "
-                          f"before deploying in beside mode; nothing was changed")
+        raise DeployError(
+            f"{node}: {paths.kube_scheduler_orig} exists (a replace-mode deploy): run restore "
+            f"before deploying in beside mode; nothing was changed"
+        )
     return plan
 
 
@@ -119,7 +129,9 @@ def install(fs: NodeFS, plan: Plan, paths: Paths, node_files: dict[str, str]) ->
         if plan.move_kube_scheduler:
             fs.move(paths.kube_scheduler, paths.kube_scheduler_orig)
             plan.done.append(("move", paths.kube_scheduler, paths.kube_scheduler_orig))
-            logger.info("Moved kube-scheduler's manifest aside", extra=kv(node=fs.node, to=paths.kube_scheduler_orig))
+            logger.info(
+                "Moved kube-scheduler's manifest aside", extra=kv(node=fs.node, to=paths.kube_scheduler_orig)
+            )
         _write(fs, plan, paths.pod_file, node_files[paths.pod_file], 0o600)
         return time.monotonic()
     except BaseException:
@@ -168,12 +180,16 @@ def uninstall(fs: NodeFS, paths: Paths) -> Removed:
         logger.info("Removed our static pod manifest", extra=kv(node=fs.node, file=paths.pod_file))
     if fs.exists(paths.kube_scheduler_orig):
         if fs.exists(paths.kube_scheduler):
-            logger.warning("kube-scheduler's manifest is back already; leaving the moved-aside copy",
-                           extra=kv(node=fs.node, kept=paths.kube_scheduler_orig))
+            logger.warning(
+                "kube-scheduler's manifest is back already; leaving the moved-aside copy",
+                extra=kv(node=fs.node, kept=paths.kube_scheduler_orig),
+            )
         else:
             fs.move(paths.kube_scheduler_orig, paths.kube_scheduler)
             out.kube_scheduler_restored = True
-            logger.info("Put kube-scheduler's manifest back", extra=kv(node=fs.node, file=paths.kube_scheduler))
+            logger.info(
+                "Put kube-scheduler's manifest back", extra=kv(node=fs.node, file=paths.kube_scheduler)
+            )
     for path in paths.config_files:
         fs.remove(path)
     fs.remove_dir_if_empty(paths.config_dir)
@@ -222,18 +238,41 @@ CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 
 def add_node_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("nodes (the static method writes files on the control-plane nodes)")
-    g.add_argument("--kind-cluster", metavar="NAME",
-                   help="a kind cluster: its control-plane nodes, reached with docker exec")
-    g.add_argument("--node", dest="nodes", action="append", default=[], metavar="NAME",
-                   help="only this node of the kind cluster (repeatable; default: every control-plane node)")
-    g.add_argument("--manifest-dir", metavar="DIR",
-                   help="run on the node itself: the kubelet's staticPodPath here (overrides static.manifestDir)")
-    g.add_argument("--node-name", metavar="NAME",
-                   help="with --manifest-dir: this node's name in Kubernetes (default: the hostname)")
-    g.add_argument("--kind-bin", default=os.environ.get("KIND") or "kind", metavar="PATH",
-                   help="the kind command (default: $KIND, else kind)")
-    g.add_argument("--docker-bin", default=os.environ.get("DOCKER") or "docker", metavar="PATH",
-                   help="the docker command (default: $DOCKER, else docker)")
+    g.add_argument(
+        "--kind-cluster",
+        metavar="NAME",
+        help="a kind cluster: its control-plane nodes, reached with docker exec",
+    )
+    g.add_argument(
+        "--node",
+        dest="nodes",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this node of the kind cluster (repeatable; default: every control-plane node)",
+    )
+    g.add_argument(
+        "--manifest-dir",
+        metavar="DIR",
+        help="run on the node itself: the kubelet's staticPodPath here (overrides static.manifestDir)",
+    )
+    g.add_argument(
+        "--node-name",
+        metavar="NAME",
+        help="with --manifest-dir: this node's name in Kubernetes (default: the hostname)",
+    )
+    g.add_argument(
+        "--kind-bin",
+        default=os.environ.get("KIND") or "kind",
+        metavar="PATH",
+        help="the kind command (default: $KIND, else kind)",
+    )
+    g.add_argument(
+        "--docker-bin",
+        default=os.environ.get("DOCKER") or "docker",
+        metavar="PATH",
+        help="the docker command (default: $DOCKER, else docker)",
+    )
 
 
 def check_node_flags(ns: argparse.Namespace) -> None:
@@ -245,7 +284,9 @@ def check_node_flags(ns: argparse.Namespace) -> None:
     if ns.node_name and not ns.manifest_dir:
         raise UsageError("--node-name: only with --manifest-dir (with --kind-cluster, use --node)")
     if not ns.kind_cluster and not ns.manifest_dir:
-        raise UsageError("static needs --kind-cluster NAME (a kind cluster) or --manifest-dir DIR (on the node)")
+        raise UsageError(
+            "static needs --kind-cluster NAME (a kind cluster) or --manifest-dir DIR (on the node)"
+        )
 
 
 def has_node_flags(ns: argparse.Namespace) -> bool:
@@ -261,14 +302,17 @@ def node_targets(ns: argparse.Namespace, api: ApiClient) -> list[NodeFS]:
     if ns.nodes:
         unknown = sorted(set(ns.nodes) - set(containers))
         if unknown:
-            raise UsageError(f"--node: {', '.join(unknown)} not in kind cluster {ns.kind_cluster!r} "
-                             f"(its nodes: {', '.join(containers)})")
+            raise UsageError(
+                f"--node: {', '.join(unknown)} not in kind cluster {ns.kind_cluster!r} "
+                f"(its nodes: {', '.join(containers)})"
+            )
         names = sorted(set(ns.nodes))
     else:
         nodes = CoreV1Api(api).list_node(label_selector=CONTROL_PLANE_LABEL, _request_timeout=30).items
         names = sorted(n.metadata.name for n in nodes if n.metadata.name in containers)
         if not names:
-            raise DeployError(f"kind cluster {ns.kind_cluster!r}: no node labelled {CONTROL_PLANE_LABEL} "
-                              f"among {', '.join(containers)}")
+            raise DeployError(
+                f"kind cluster {ns.kind_cluster!r}: no node labelled {CONTROL_PLANE_LABEL} "
+                f"among {', '.join(containers)}"
+            )
     return [DockerExecFS(n, docker=ns.docker_bin) for n in names]
-

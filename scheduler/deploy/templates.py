@@ -50,9 +50,18 @@ REVISION = "dynamic-scheduler.io/revision"
 # lightkube's ranks (lightkube/core/sort_objects.py), then Services before the workloads
 # that use them; anything else last. Equal ranks keep the templates' order.
 RANKS = {
-    "CustomResourceDefinition": 10, "Namespace": 20, "Secret": 31, "ServiceAccount": 32,
-    "PersistentVolume": 33, "PersistentVolumeClaim": 34, "ConfigMap": 35, "Role": 41, "ClusterRole": 42,
-    "RoleBinding": 43, "ClusterRoleBinding": 44, "Service": 50,
+    "CustomResourceDefinition": 10,
+    "Namespace": 20,
+    "Secret": 31,
+    "ServiceAccount": 32,
+    "PersistentVolume": 33,
+    "PersistentVolumeClaim": 34,
+    "ConfigMap": 35,
+    "Role": 41,
+    "ClusterRole": 42,
+    "RoleBinding": 43,
+    "ClusterRoleBinding": 44,
+    "Service": 50,
 }
 UNKNOWN_RANK = 1000
 
@@ -65,7 +74,9 @@ class RenderError(Exception):
 
 
 def apply_order(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    ranked = sorted(enumerate(objects), key=lambda io: (RANKS.get(io[1].get("kind", ""), UNKNOWN_RANK), io[0]))
+    ranked = sorted(
+        enumerate(objects), key=lambda io: (RANKS.get(io[1].get("kind", ""), UNKNOWN_RANK), io[0])
+    )
     return [o for _, o in ranked]
 
 
@@ -98,8 +109,9 @@ _Dumper.add_representer(str, _represent_str)
 
 def to_yaml(value: Any) -> str:
     """Block YAML, keys in their given order, multi-line strings as literal blocks."""
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096,
-                     allow_unicode=True)
+    return yaml.dump(
+        value, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True
+    )
 
 
 def dump_stream(objects: list[dict[str, Any]]) -> str:
@@ -123,8 +135,14 @@ def _sha256(text: str) -> str:
 
 
 def environment(root: Path) -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(root)), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     env.filters.update(tojson=_tojson, toyaml=_toyaml, sha256=_sha256)
     return env
 
@@ -249,10 +267,18 @@ def render(method: str, values: LoadedValues, root: Path) -> Rendered:
     data = values.data
     prom = data["prometheus"]
     if method == "prometheus" and prom["discovery"] == "static" and not prom["nodes"]:
-        raise ConfigError(None, "prometheus.nodes", "expected at least one node name with discovery static "
-                                                    "(deploy prometheus fills it from the cluster's nodes)")
-    context: dict[str, Any] = {"values": data, "labels": labels, "method": method,
-                               "scheduler": scheduler_context(method, data)}
+        raise ConfigError(
+            None,
+            "prometheus.nodes",
+            "expected at least one node name with discovery static "
+            "(deploy prometheus fills it from the cluster's nodes)",
+        )
+    context: dict[str, Any] = {
+        "values": data,
+        "labels": labels,
+        "method": method,
+        "scheduler": scheduler_context(method, data),
+    }
     file_templates = _templates(root, f"{method}/files", ".j2")
     if method in ("lease", "static"):
         file_templates = _templates(root, "common", ".j2") + file_templates
@@ -272,17 +298,26 @@ def render(method: str, values: LoadedValues, root: Path) -> Rendered:
             try:
                 parse_config(files["scheduler-config.yaml"], file="scheduler-config.yaml", policies=False)
             except ConfigError as e:
-                raise ConfigError("rendered scheduler-config.yaml", e.path,
-                                  f"{e.message} (set by the values leaderElection, dynamic, schedulerName "
-                                  f"or static)") from None
+                raise ConfigError(
+                    "rendered scheduler-config.yaml",
+                    e.path,
+                    f"{e.message} (set by the values leaderElection, dynamic, schedulerName or static)",
+                ) from None
     objects: list[dict[str, Any]] = []
     for name in _templates(root, method, ".yaml.j2"):
         for i, doc in enumerate(_parse(name, _render_text(env, name, context))):
             meta = doc.get("metadata") if isinstance(doc, dict) else None
-            if not (isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)
-                    and isinstance(meta, dict) and isinstance(meta.get("name"), str)):
-                raise RenderError(f"{name}: document {i + 1} is not a Kubernetes object "
-                                  f"(apiVersion, kind and metadata.name)")
+            if not (
+                isinstance(doc, dict)
+                and isinstance(doc.get("apiVersion"), str)
+                and isinstance(doc.get("kind"), str)
+                and isinstance(meta, dict)
+                and isinstance(meta.get("name"), str)
+            ):
+                raise RenderError(
+                    f"{name}: document {i + 1} is not a Kubernetes object "
+                    f"(apiVersion, kind and metadata.name)"
+                )
             objects.append(doc)
     node_files: dict[str, str] = {}
     if method == "static":

@@ -36,16 +36,24 @@ _QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGT
 _PROM_DURATION = re.compile(r"((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?")
 _PROM_UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 
-DNS_LABEL = Check("a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)",
-                  lambda v: len(v) <= 63 and bool(_DNS_LABEL.fullmatch(v)))
-DNS_SUBDOMAIN = Check("a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253 characters)",
-                      lambda v: len(v) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(v)))
+DNS_LABEL = Check(
+    "a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)",
+    lambda v: len(v) <= 63 and bool(_DNS_LABEL.fullmatch(v)),
+)
+DNS_SUBDOMAIN = Check(
+    "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', at most 253 characters)",
+    lambda v: len(v) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(v)),
+)
 NODE_NAME = Check('"" or a node name (a DNS-1123 subdomain)', lambda v: v == "" or DNS_SUBDOMAIN.ok(v))
-IMAGE = Check("a non-empty image reference without spaces, like dynamic-scheduler:dev",
-              lambda v: bool(v) and not any(c.isspace() for c in v))
+IMAGE = Check(
+    "a non-empty image reference without spaces, like dynamic-scheduler:dev",
+    lambda v: bool(v) and not any(c.isspace() for c in v),
+)
 ABSOLUTE_PATH = Check("an absolute path", lambda v: v.startswith("/") and "\0" not in v)
 PORT = between(1, 65535)
-HTTP_URL = Check('an http(s) URL like "http://prometheus:9090"', lambda v: bool(re.fullmatch(r"https?://[^\s/]+\S*", v)))
+HTTP_URL = Check(
+    'an http(s) URL like "http://prometheus:9090"', lambda v: bool(re.fullmatch(r"https?://[^\s/]+\S*", v))
+)
 
 
 def _go_duration_ok(text: str) -> bool:
@@ -70,8 +78,9 @@ def prometheus_seconds(text: str) -> float | None:
     return total
 
 
-PROM_DURATION = Check('a Prometheus duration > 0, like "30s", "5m" or "1d"',
-                      lambda v: (prometheus_seconds(v) or 0) > 0)
+PROM_DURATION = Check(
+    'a Prometheus duration > 0, like "30s", "5m" or "1d"', lambda v: (prometheus_seconds(v) or 0) > 0
+)
 
 
 # --- the schema --------------------------------------------------------------------------------
@@ -96,11 +105,15 @@ class Resources:
                 where = f"{path}.{part}.{name}"
                 if not isinstance(name, str) or not DNS_SUBDOMAIN.ok(name.split("/")[-1]):
                     raise ConfigError(None, where, "expected a resource name like cpu or memory")
-                text = str(quantity) if isinstance(quantity, int | float) and not isinstance(quantity, bool) \
+                text = (
+                    str(quantity)
+                    if isinstance(quantity, int | float) and not isinstance(quantity, bool)
                     else quantity
+                )
                 if not isinstance(text, str) or not _QUANTITY.fullmatch(text):
-                    raise ConfigError(None, where, f'expected a quantity like "500m" or "128Mi", '
-                                                   f"got {describe(quantity)}")
+                    raise ConfigError(
+                        None, where, f'expected a quantity like "500m" or "128Mi", got {describe(quantity)}'
+                    )
 
 
 @dataclass(frozen=True)
@@ -125,9 +138,12 @@ class Dynamic:
         from scheduler.plugins.dynamic.policy import parse_policy
 
         if self.policy_config_path.rsplit("/", 1)[-1] in ("", "scheduler-config.yaml"):
-            raise ConfigError(None, f"{path}.policyConfigPath",
-                              f"expected a file name other than scheduler-config.yaml (the configuration "
-                              f"sits next to it), got {describe(self.policy_config_path)}")
+            raise ConfigError(
+                None,
+                f"{path}.policyConfigPath",
+                f"expected a file name other than scheduler-config.yaml (the configuration "
+                f"sits next to it), got {describe(self.policy_config_path)}",
+            )
         try:
             parse_policy(self.policy, "")
         except ConfigError as e:
@@ -148,11 +164,15 @@ class Static:
     resources: Resources = yaml_field()
 
     def validate(self, path: str) -> None:
-        if self.config_dir.rstrip("/") == self.manifest_dir.rstrip("/") or \
-                self.config_dir.startswith(self.manifest_dir.rstrip("/") + "/"):
-            raise ConfigError(None, f"{path}.configDir",
-                              f"expected a folder outside manifestDir ({self.manifest_dir}): the kubelet "
-                              f"would run the files there as pods, got {describe(self.config_dir)}")
+        if self.config_dir.rstrip("/") == self.manifest_dir.rstrip("/") or self.config_dir.startswith(
+            self.manifest_dir.rstrip("/") + "/"
+        ):
+            raise ConfigError(
+                None,
+                f"{path}.configDir",
+                f"expected a folder outside manifestDir ({self.manifest_dir}): the kubelet "
+                f"would run the files there as pods, got {describe(self.config_dir)}",
+            )
 
 
 @dataclass(frozen=True)
@@ -180,9 +200,12 @@ class Prometheus:
                 raise ConfigError(None, f"{path}.nodes[{i}]", f"expected a node name, got {describe(node)}")
         scrape = prometheus_seconds(self.scrape_interval) or 0
         if (prometheus_seconds(self.rate_window) or 0) < 2 * scrape:
-            raise ConfigError(None, f"{path}.rateWindow",
-                              f"expected at least two scrape intervals (2 x {self.scrape_interval}) so that "
-                              f"rate() has two samples, got {describe(self.rate_window)}")
+            raise ConfigError(
+                None,
+                f"{path}.rateWindow",
+                f"expected at least two scrape intervals (2 x {self.scrape_interval}) so that "
+                f"rate() has two samples, got {describe(self.rate_window)}",
+            )
 
 
 @dataclass(frozen=True)
@@ -261,7 +284,9 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
         raise ConfigError(f"--set {assignment}", "", "expected key.path=value")
     path = key.split(".")
     if any(not part for part in path):
-        raise ConfigError(f"--set {assignment}", "", f"expected a dotted key path like image.name, got {key!r}")
+        raise ConfigError(
+            f"--set {assignment}", "", f"expected a dotted key path like image.name, got {key!r}"
+        )
     if raw == "":
         return path, ""
     try:
@@ -279,15 +304,19 @@ def assign(data: dict[str, Any], path: list[str], value: Any, source: str) -> di
         if nxt is None:
             nxt = node[part] = {}
         if not isinstance(nxt, dict):
-            raise ConfigError(source, ".".join(path[:i + 1]),
-                              f"expected a mapping to set {path[i + 1]!r} in, got {describe(nxt)}")
+            raise ConfigError(
+                source,
+                ".".join(path[: i + 1]),
+                f"expected a mapping to set {path[i + 1]!r} in, got {describe(nxt)}",
+            )
         node = nxt
     node[path[-1]] = value
     return out
 
 
-def load_values(defaults: str | Path, files: Sequence[str] = (), sets: Sequence[str] = (),
-                set_strings: Sequence[str] = ()) -> LoadedValues:
+def load_values(
+    defaults: str | Path, files: Sequence[str] = (), sets: Sequence[str] = (), set_strings: Sequence[str] = ()
+) -> LoadedValues:
     """Defaults, then each ``-f`` file, then each ``--set``, then each ``--set-string``, checked at every step."""
     data = read_values_file(defaults)
     typed = check(data, str(defaults))

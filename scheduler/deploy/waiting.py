@@ -50,8 +50,11 @@ def poll(what: str, check: Callable[[], tuple[bool, str]], timeout: float, inter
             last[0] = status
         return done
 
-    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
-                        retry=retry_if_result(lambda done: not done))
+    retrying = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(interval),
+        retry=retry_if_result(lambda done: not done),
+    )
     try:
         retrying(attempt)
     except RetryError:
@@ -80,8 +83,10 @@ def pod_summary(pod: Any) -> str:
             msg = cs.state.waiting.message or ""
             parts.append(f"{cs.name}: {cs.state.waiting.reason}" + (f" ({msg[:160]})" if msg else ""))
         elif cs.state and cs.state.terminated:
-            parts.append(f"{cs.name}: terminated {cs.state.terminated.reason or ''} "
-                         f"exit {cs.state.terminated.exit_code}".replace("  ", " "))
+            parts.append(
+                f"{cs.name}: terminated {cs.state.terminated.reason or ''} "
+                f"exit {cs.state.terminated.exit_code}".replace("  ", " ")
+            )
         if cs.restart_count:
             parts.append(f"{cs.restart_count} restarts")
     for c in (st.conditions or []) if st else []:
@@ -97,8 +102,9 @@ def list_pods(api: ApiClient, namespace: str, selector: str) -> list[Any]:
     return sorted(pods, key=lambda p: p.metadata.name)
 
 
-def wait_pods_ready(api: ApiClient, namespace: str, selector: str, want: int, timeout: float,
-                    what: str = "pods ready") -> list[Any]:
+def wait_pods_ready(
+    api: ApiClient, namespace: str, selector: str, want: int, timeout: float, what: str = "pods ready"
+) -> list[Any]:
     """Wait until exactly ``want`` live pods match and all are Ready; returns them."""
     result: list[Any] = []
 
@@ -116,10 +122,14 @@ def wait_pods_ready(api: ApiClient, namespace: str, selector: str, want: int, ti
     return result
 
 
-def wait_pods_gone(api: ApiClient, namespace: str, selector: str, timeout: float, what: str = "pods gone") -> None:
+def wait_pods_gone(
+    api: ApiClient, namespace: str, selector: str, timeout: float, what: str = "pods gone"
+) -> None:
     def check() -> tuple[bool, str]:
         pods = list_pods(api, namespace, selector)
-        return not pods, f"{len(pods)} left" + (": " + ", ".join(p.metadata.name for p in pods) if pods else "")
+        return not pods, f"{len(pods)} left" + (
+            ": " + ", ".join(p.metadata.name for p in pods) if pods else ""
+        )
 
     poll(what, check, timeout)
 
@@ -147,8 +157,15 @@ def holder_host(identity: str) -> str:
     return identity.rsplit("_", 1)[0] if "_" in identity else identity
 
 
-def wait_holder(api: ApiClient, namespace: str, name: str, wanted: Callable[[dict[str, Any] | None], bool],
-                what: str, timeout: float, interval: float = 1.0) -> tuple[str, float]:
+def wait_holder(
+    api: ApiClient,
+    namespace: str,
+    name: str,
+    wanted: Callable[[dict[str, Any] | None], bool],
+    what: str,
+    timeout: float,
+    interval: float = 1.0,
+) -> tuple[str, float]:
     """Wait until the Lease satisfies ``wanted``; (its holder, seconds waited)."""
     seen: list[str] = [""]
 

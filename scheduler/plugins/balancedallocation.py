@@ -21,6 +21,7 @@ from scheduler.plugins.noderesources import ResourceAllocationScorer, arg_field,
 
 _SCORE_KEY = "NodeResourcesBalancedAllocation"
 
+
 def balanced_score(values: list[tuple[int, int, int]]) -> int:
     """(requested, allocatable, weight) per resource -> ``(1 - std) * 100`` (weights unused)."""
     fractions = [min(r / a, 1.0) for r, a, _ in values]
@@ -39,10 +40,13 @@ class NodeResourcesBalancedAllocation:
     name: ClassVar[str] = "NodeResourcesBalancedAllocation"
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
-        self.allocation = ResourceAllocationScorer(resource_specs(arg_field(args, "resources", "resources")),
-                                                   use_requested=True)
+        self.allocation = ResourceAllocationScorer(
+            resource_specs(arg_field(args, "resources", "resources")), use_requested=True
+        )
         # The default, cpu and memory, is computed inline.
-        self._cpu_memory = self.allocation.cpu_memory_weights() is not None and len(self.allocation.resources) == 2
+        self._cpu_memory = (
+            self.allocation.cpu_memory_weights() is not None and len(self.allocation.resources) == 2
+        )
 
     def _state(self, pod: PodInfo) -> Any:
         """What Score needs of the pod, or None for a best-effort pod (kubernetes#129138)."""

@@ -172,8 +172,9 @@ class _Codegen:
                 parts.append(f"{'_gt' if op == _GT else '_lt'}(L.get({k}), {self.const(arg)})")
         return " and ".join(f"({p})" for p in parts) if parts else "True"
 
-    def term(self, label_reqs: tuple[Requirement, ...] | None,
-             field_reqs: tuple[tuple[bool, str, str], ...] | None) -> str:
+    def term(
+        self, label_reqs: tuple[Requirement, ...] | None, field_reqs: tuple[tuple[bool, str, str], ...] | None
+    ) -> str:
         parts = []
         if label_reqs is not None:
             parts.append(self.requirements(label_reqs))
@@ -204,8 +205,9 @@ TermReqs = tuple[tuple[Requirement, ...] | None, tuple[tuple[bool, str, str], ..
 
 
 @lru_cache(maxsize=4096)
-def _node_matcher(node_selector: tuple[tuple[str, str], ...], terms: tuple[TermReqs, ...] | None
-                  ) -> Callable[[Mapping[str, str], str], bool]:
+def _node_matcher(
+    node_selector: tuple[tuple[str, str], ...], terms: tuple[TermReqs, ...] | None
+) -> Callable[[Mapping[str, str], str], bool]:
     g = _Codegen()
     parts = [f"(L.get({g.const(k)}) == {g.const(v)})" for k, v in node_selector]
     if terms is not None:
@@ -231,8 +233,7 @@ class LabelSelector:
     def __init__(self, reqs: tuple[Requirement, ...] | None) -> None:
         """``reqs`` None selects nothing; ``()`` everything."""
         self.reqs = reqs
-        self.matches: Callable[[Mapping[str, str]], bool] = (
-            _nothing if reqs is None else _label_matcher(reqs))
+        self.matches: Callable[[Mapping[str, str]], bool] = _nothing if reqs is None else _label_matcher(reqs)
 
     def __repr__(self) -> str:
         return f"LabelSelector({'<nothing>' if self.reqs is None else self.reqs or '<everything>'})"
@@ -325,8 +326,9 @@ def _compile_term(term: Mapping[str, Any]) -> TermReqs:
             if opname not in ("In", "NotIn"):
                 raise SelectorError(f"{opname!r} is not a valid node field selector operator")
             if len(values) != 1:
-                raise SelectorError(f"unexpected number of value ({len(values)}) for node field "
-                                    f"selector operator {opname!r}")
+                raise SelectorError(
+                    f"unexpected number of value ({len(values)}) for node field selector operator {opname!r}"
+                )
             freqs.append((opname == "In", f.get("key", ""), values[0]))
         field_reqs = tuple(freqs)
     return label_reqs, field_reqs
@@ -353,8 +355,9 @@ def _is_empty_term(term: Mapping[str, Any] | None) -> bool:
     return not term or (not term.get("matchExpressions") and not term.get("matchFields"))
 
 
-def compile_node_selector_terms(terms: Iterable[Mapping[str, Any]] | None,
-                                strict: bool = False) -> NodeSelector:
+def compile_node_selector_terms(
+    terms: Iterable[Mapping[str, Any]] | None, strict: bool = False
+) -> NodeSelector:
     """Compile ``nodeSelectorTerms``.
 
     A term kube cannot parse never matches (``LazyErrorNodeSelector``); with
@@ -372,8 +375,9 @@ def compile_node_selector_terms(terms: Iterable[Mapping[str, Any]] | None,
     return NodeSelector(tuple(compiled))
 
 
-def match_node_selector_terms(terms: Iterable[Mapping[str, Any]] | None,
-                              node_labels: Mapping[str, str], node_name: str) -> bool:
+def match_node_selector_terms(
+    terms: Iterable[Mapping[str, Any]] | None, node_labels: Mapping[str, str], node_name: str
+) -> bool:
     """Whether a node matches ``nodeSelectorTerms`` (ORed; expressions and fields ANDed)."""
     return compile_node_selector_terms(terms).matches(node_labels, node_name)
 
@@ -420,7 +424,8 @@ class RequiredNodeAffinity:
         self.node_selector = tuple(node_selector.items()) if node_selector else ()
         self.terms = terms
         self.matches: Callable[[Mapping[str, str], str], bool] = _node_matcher(
-            self.node_selector, None if terms is None else terms.terms)
+            self.node_selector, None if terms is None else terms.terms
+        )
 
     @property
     def empty(self) -> bool:
@@ -437,8 +442,9 @@ def required_node_affinity(pod: Any) -> RequiredNodeAffinity:
     rna = memo.get("RequiredNodeAffinity")
     if rna is None:
         spec = pod.spec
-        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
         terms = None
         if required is not None:
             terms = compile_node_selector_terms(required.get("nodeSelectorTerms"))
@@ -486,9 +492,11 @@ def tolerations_tolerate_taint(tolerations: Iterable[Mapping[str, Any]], taint: 
     return False
 
 
-def find_untolerated_taint(taints: Iterable[Mapping[str, Any]] | None,
-                           tolerations: Iterable[Mapping[str, Any]] | None,
-                           effects: Collection[str] | None = DO_NOT_SCHEDULE_EFFECTS) -> dict | None:
+def find_untolerated_taint(
+    taints: Iterable[Mapping[str, Any]] | None,
+    tolerations: Iterable[Mapping[str, Any]] | None,
+    effects: Collection[str] | None = DO_NOT_SCHEDULE_EFFECTS,
+) -> dict | None:
     """The first taint with one of ``effects`` (None: any) that no toleration tolerates."""
     tols = tuple(tolerations or ())
     for taint in taints or ():
@@ -499,8 +507,9 @@ def find_untolerated_taint(taints: Iterable[Mapping[str, Any]] | None,
     return None
 
 
-def tolerates_everything(tolerations: Iterable[Mapping[str, Any]] | None,
-                         effects: Collection[str] | None = None) -> bool:
+def tolerates_everything(
+    tolerations: Iterable[Mapping[str, Any]] | None, effects: Collection[str] | None = None
+) -> bool:
     """Some toleration tolerates every taint (with one of ``effects``, when given).
 
     That is ``operator: Exists`` with no key, and no effect or (for a single

@@ -68,8 +68,9 @@ Counts = dict[Any, dict[Any, int]]
 """group -> key -> amount (the ``sums`` of a :class:`NodeSums`)."""
 
 
-def _where(t: AffinityTerm, labels: dict[str, str], out: list[tuple[Any, Any, int]], group: Any,
-           amount: int) -> None:
+def _where(
+    t: AffinityTerm, labels: dict[str, str], out: list[tuple[Any, Any, int]], group: Any, amount: int
+) -> None:
     value = labels.get(t.topology_key)
     if value is not None:
         out.append((group, value, amount))
@@ -78,8 +79,14 @@ def _where(t: AffinityTerm, labels: dict[str, str], out: list[tuple[Any, Any, in
 class _FilterState:
     __slots__ = ("affinity", "anti_affinity", "incoming", "existing", "self_match")
 
-    def __init__(self, affinity: tuple[AffinityTerm, ...], anti_affinity: tuple[AffinityTerm, ...],
-                 incoming: Counts, existing: Counts, self_match: bool) -> None:
+    def __init__(
+        self,
+        affinity: tuple[AffinityTerm, ...],
+        anti_affinity: tuple[AffinityTerm, ...],
+        incoming: Counts,
+        existing: Counts,
+        self_match: bool,
+    ) -> None:
         self.affinity = affinity
         self.anti_affinity = anti_affinity
         self.incoming = incoming
@@ -96,7 +103,8 @@ class InterPodAffinity:
         self.handle = handle
         self.hard_pod_affinity_weight = int(getattr(args, "hard_pod_affinity_weight", 1))
         self.ignore_preferred_terms_of_existing_pods = bool(
-            getattr(args, "ignore_preferred_terms_of_existing_pods", False))
+            getattr(args, "ignore_preferred_terms_of_existing_pods", False)
+        )
         self._sums = SumsCache()
 
     # --- helpers ------------------------------------------------------------------
@@ -110,8 +118,13 @@ class InterPodAffinity:
         ns = self.handle.store("namespaces").get(namespace)
         return ((ns or {}).get("metadata") or {}).get("labels") or {}
 
-    def _count(self, key: tuple, compute: Callable[[NodeInfo], Part], nodes: Sequence[NodeInfo],
-               subset: Sequence[NodeInfo] | None = None) -> Counts:
+    def _count(
+        self,
+        key: tuple,
+        compute: Callable[[NodeInfo], Part],
+        nodes: Sequence[NodeInfo],
+        subset: Sequence[NodeInfo] | None = None,
+    ) -> Counts:
         """The sums over ``nodes`` of ``compute`` (one node's contribution for a pod shape).
 
         ``subset``: the only nodes that can contribute. When it is small its parts are
@@ -152,12 +165,14 @@ class InterPodAffinity:
             affinity = resolve_namespace_selectors(terms.required_affinity, namespaces)
             anti = resolve_namespace_selectors(terms.required_anti_affinity, namespaces)
             incoming = self._incoming_counts(affinity, anti, snapshot.list())
-        state[_FILTER_KEY] = _FilterState(affinity, anti, incoming, existing,
-                                          matches_all(affinity, pod.namespace, pod.labels))
+        state[_FILTER_KEY] = _FilterState(
+            affinity, anti, incoming, existing, matches_all(affinity, pod.namespace, pod.labels)
+        )
         return None
 
-    def _existing_anti_affinity(self, pod: PodInfo, nodes: Sequence[NodeInfo],
-                                subset: Sequence[NodeInfo]) -> Counts:
+    def _existing_anti_affinity(
+        self, pod: PodInfo, nodes: Sequence[NodeInfo], subset: Sequence[NodeInfo]
+    ) -> Counts:
         """Per topology key, the domains where an existing pod's required anti-affinity selects ``pod``."""
         namespace, labels = pod.namespace, pod.labels
         ns_labels = self._namespace_labels(namespace)
@@ -174,8 +189,9 @@ class InterPodAffinity:
         key = ("existing", namespace, frozenset(labels.items()), frozenset(ns_labels.items()))
         return self._count(key, compute, nodes, subset)
 
-    def _incoming_counts(self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
-                         nodes: Sequence[NodeInfo]) -> Counts:
+    def _incoming_counts(
+        self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...], nodes: Sequence[NodeInfo]
+    ) -> Counts:
         """Per domain, the existing pods matching all of ``affinity`` / each term of ``anti``."""
 
         def compute(ni: NodeInfo) -> Part:
@@ -240,8 +256,10 @@ class InterPodAffinity:
             parts.append(self._score_existing_terms(pod, snapshot.list(), with_affinity))
         if has_constraints:
             namespaces = self._namespaces()
-            preferred = (resolve_namespace_selectors(terms.preferred_affinity, namespaces),
-                         resolve_namespace_selectors(terms.preferred_anti_affinity, namespaces))
+            preferred = (
+                resolve_namespace_selectors(terms.preferred_affinity, namespaces),
+                resolve_namespace_selectors(terms.preferred_anti_affinity, namespaces),
+            )
             parts.append(self._score_incoming_terms(*preferred, snapshot.list()))
         parts = [p for p in parts if any(p.values())]
         if not parts:
@@ -249,8 +267,9 @@ class InterPodAffinity:
         state[_SCORE_KEY] = parts
         return None
 
-    def _score_existing_terms(self, pod: PodInfo, nodes: Sequence[NodeInfo],
-                              subset: Sequence[NodeInfo]) -> Counts:
+    def _score_existing_terms(
+        self, pod: PodInfo, nodes: Sequence[NodeInfo], subset: Sequence[NodeInfo]
+    ) -> Counts:
         """The existing pods' terms that select the incoming pod: topology key -> domain -> weight."""
         namespace, labels = pod.namespace, pod.labels
         ns_labels = self._namespace_labels(namespace)
@@ -271,11 +290,18 @@ class InterPodAffinity:
             return tuple(out)
 
         # Profiles share the NodeInfos, and may weigh required terms differently.
-        key = ("score-existing", hard_weight, namespace, frozenset(labels.items()), frozenset(ns_labels.items()))
+        key = (
+            "score-existing",
+            hard_weight,
+            namespace,
+            frozenset(labels.items()),
+            frozenset(ns_labels.items()),
+        )
         return self._count(key, compute, nodes, subset)
 
-    def _score_incoming_terms(self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...],
-                              nodes: Sequence[NodeInfo]) -> Counts:
+    def _score_incoming_terms(
+        self, affinity: tuple[AffinityTerm, ...], anti: tuple[AffinityTerm, ...], nodes: Sequence[NodeInfo]
+    ) -> Counts:
         """The incoming pod's preferred terms matched by existing pods: topology key -> domain -> weight."""
         weighted = [(t, t.weight) for t in affinity] + [(t, -t.weight) for t in anti]
 

@@ -44,8 +44,14 @@ class AffinityTerm:
 
     __slots__ = ("namespaces", "ns_selector", "selector", "topology_key", "weight", "key")
 
-    def __init__(self, namespaces: frozenset[str], ns_selector: LabelSelector, selector: LabelSelector,
-                 topology_key: str, weight: int = 0) -> None:
+    def __init__(
+        self,
+        namespaces: frozenset[str],
+        ns_selector: LabelSelector,
+        selector: LabelSelector,
+        topology_key: str,
+        weight: int = 0,
+    ) -> None:
         self.namespaces = namespaces
         self.ns_selector = ns_selector
         self.selector = selector
@@ -54,22 +60,25 @@ class AffinityTerm:
         self.key = (topology_key, weight, namespaces, selector_key(ns_selector), selector_key(selector))
         """Hashable identity: two terms with equal keys match exactly the same pods."""
 
-    def matches(self, namespace: str, labels: Mapping[str, str],
-                ns_labels: Mapping[str, str] | None) -> bool:
+    def matches(self, namespace: str, labels: Mapping[str, str], ns_labels: Mapping[str, str] | None) -> bool:
         """The pod (its namespace, its labels, its namespace's labels) is selected by this term."""
         if namespace in self.namespaces or (
-                self.ns_selector is not NOTHING and self.ns_selector.matches(ns_labels or _NO_LABELS)):
+            self.ns_selector is not NOTHING and self.ns_selector.matches(ns_labels or _NO_LABELS)
+        ):
             return self.selector.matches(labels)
         return False
 
     def with_namespaces(self, names: Iterable[str]) -> AffinityTerm:
         """The term with ``names`` added and its namespace selector resolved away."""
-        return AffinityTerm(self.namespaces | frozenset(names), NOTHING, self.selector,
-                            self.topology_key, self.weight)
+        return AffinityTerm(
+            self.namespaces | frozenset(names), NOTHING, self.selector, self.topology_key, self.weight
+        )
 
     def __repr__(self) -> str:
-        return (f"AffinityTerm({self.topology_key!r}, ns={sorted(self.namespaces)}, "
-                f"nsSelector={self.ns_selector!r}, selector={self.selector!r}, weight={self.weight})")
+        return (
+            f"AffinityTerm({self.topology_key!r}, ns={sorted(self.namespaces)}, "
+            f"nsSelector={self.ns_selector!r}, selector={self.selector!r}, weight={self.weight})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +120,9 @@ def _label_selector(term: Mapping[str, Any], labels: Mapping[str, str]) -> dict[
     return {**selector, "matchExpressions": exprs}
 
 
-def _parse(pod: PodInfo, raw: Iterable[Mapping[str, Any]], weighted: bool, what: str,
-           errors: list[str]) -> tuple[AffinityTerm, ...]:
+def _parse(
+    pod: PodInfo, raw: Iterable[Mapping[str, Any]], weighted: bool, what: str, errors: list[str]
+) -> tuple[AffinityTerm, ...]:
     out = []
     for i, item in enumerate(raw):
         weight = 0
@@ -165,8 +175,9 @@ def pod_terms(pod: PodInfo) -> PodTerms:
     return terms
 
 
-def resolve_namespace_selectors(terms: tuple[AffinityTerm, ...],
-                                namespaces: Iterable[dict[str, Any]]) -> tuple[AffinityTerm, ...]:
+def resolve_namespace_selectors(
+    terms: tuple[AffinityTerm, ...], namespaces: Iterable[dict[str, Any]]
+) -> tuple[AffinityTerm, ...]:
     """The incoming pod's terms with each namespace selector replaced by the namespaces it selects.
 
     kube-scheduler does this once per cycle (``mergeAffinityTermNamespacesIfNotEmpty``)
@@ -182,8 +193,11 @@ def resolve_namespace_selectors(terms: tuple[AffinityTerm, ...],
         if sel is NOTHING or sel is EVERYTHING:
             out.append(t)
             continue
-        names = [ns["metadata"]["name"] for ns in ns_list
-                 if sel.matches(ns["metadata"].get("labels") or _NO_LABELS)]
+        names = [
+            ns["metadata"]["name"]
+            for ns in ns_list
+            if sel.matches(ns["metadata"].get("labels") or _NO_LABELS)
+        ]
         out.append(t.with_namespaces(names))
     return tuple(out)
 

@@ -58,7 +58,9 @@ def preferred_terms(pod: PodInfo) -> PreferredTerms:
     memo = pod.memo
     terms = memo.get(_PREFERRED_MEMO)
     if terms is None:
-        terms = compile_preferred_terms(_node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution"))
+        terms = compile_preferred_terms(
+            _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution")
+        )
         memo[_PREFERRED_MEMO] = terms
     return terms
 
@@ -93,7 +95,9 @@ class NodeAffinity:
         required = added.get("requiredDuringSchedulingIgnoredDuringExecution")
         try:
             if required is not None:
-                self.added_selector = compile_node_selector_terms(required.get("nodeSelectorTerms"), strict=True)
+                self.added_selector = compile_node_selector_terms(
+                    required.get("nodeSelectorTerms"), strict=True
+                )
         except SelectorError as e:
             raise ValueError(f"addedAffinity.requiredDuringSchedulingIgnoredDuringExecution: {e}") from None
         try:
@@ -105,7 +109,9 @@ class NodeAffinity:
 
     # --- filtering ---------------------------------------------------------------
 
-    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | PreFilterResult | None:
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot
+    ) -> Status | PreFilterResult | None:
         required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         if required is None and self.added_selector is None and pod.spec.get("nodeSelector") is None:
             return SKIP

@@ -151,14 +151,16 @@ def ratio_scorer(shape: Sequence[tuple[int, int]]) -> Callable[[list[tuple[int, 
 ScoreFn = Callable[[CycleState, PodInfo, NodeInfo], int]
 
 
-def cpu_memory_score_fn(kind: str, wc: int, wm: int, key: str,
-                        pod_requests: Callable[[PodInfo], tuple[int, int]]) -> ScoreFn | None:
+def cpu_memory_score_fn(
+    kind: str, wc: int, wm: int, key: str, pod_requests: Callable[[PodInfo], tuple[int, int]]
+) -> ScoreFn | None:
     """Least/MostAllocated over cpu and memory only (the default), as one inlined Score function.
 
     ``state[key]`` holds the pod's (non-zero milli-cpu, memory); a weight of 0
     leaves that resource out. None for other strategies.
     """
     if kind == LEAST_ALLOCATED:
+
         def least(state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
             reqs = state.get(key)
             if reqs is None:  # PreScore disabled
@@ -178,8 +180,10 @@ def cpu_memory_score_fn(kind: str, wc: int, wm: int, key: str,
                     total += (am - rm) * MAX_NODE_SCORE // am * wm
                 weights += wm
             return total // weights if weights else 0
+
         return least
     if kind == MOST_ALLOCATED:
+
         def most(state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
             reqs = state.get(key)
             if reqs is None:
@@ -197,6 +201,7 @@ def cpu_memory_score_fn(kind: str, wc: int, wm: int, key: str,
                 total += (rm if rm < am else am) * MAX_NODE_SCORE // am * wm
                 weights += wm
             return total // weights if weights else 0
+
         return most
     return None
 
@@ -237,8 +242,9 @@ class ResourceAllocationScorer:
             out.append((name, kind, weight, req))
         return tuple(out)
 
-    def values(self, node: NodeInfo, pod_requests: tuple[tuple[str, int, int, int], ...]
-               ) -> list[tuple[int, int, int]]:
+    def values(
+        self, node: NodeInfo, pod_requests: tuple[tuple[str, int, int, int], ...]
+    ) -> list[tuple[int, int, int]]:
         """(requested incl. the pod, allocatable, weight) for resources the node has."""
         alloc = node.allocatable
         used: Resource = node.requested if self.use_requested else node.non_zero_requested
@@ -275,7 +281,9 @@ class NodeResourcesFit:
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         self.ignored_resources = frozenset(arg_field(args, "ignored_resources", "ignoredResources") or ())
-        self.ignored_groups = frozenset(arg_field(args, "ignored_resource_groups", "ignoredResourceGroups") or ())
+        self.ignored_groups = frozenset(
+            arg_field(args, "ignored_resource_groups", "ignoredResourceGroups") or ()
+        )
         strategy = arg_field(args, "scoring_strategy", "scoringStrategy")
         kind = arg_field(strategy, "type", "type") or LEAST_ALLOCATED
         resources = resource_specs(arg_field(strategy, "resources", "resources"))
@@ -287,15 +295,18 @@ class NodeResourcesFit:
             rtcr = arg_field(strategy, "requested_to_capacity_ratio", "requestedToCapacityRatio")
             shape = _shape_points(arg_field(rtcr, "shape", "shape"))
             if not shape:
-                raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: at least one point is required")
+                raise ValueError(
+                    "scoringStrategy.requestedToCapacityRatio.shape: at least one point is required"
+                )
             self._scorer = ratio_scorer(shape)
         else:
             raise ValueError(f"scoring strategy {kind} is not supported")
         self.strategy = kind
         self.allocation = ResourceAllocationScorer(resources, use_requested=False)
         weights = self.allocation.cpu_memory_weights()
-        self._inlined = None if weights is None else cpu_memory_score_fn(
-            kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
+        self._inlined = (
+            None if weights is None else cpu_memory_score_fn(kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
+        )
         if self._inlined is not None:
             # The default configuration: Score is one inlined function (it runs for every node).
             self.score = self._inlined  # type: ignore[method-assign]
@@ -306,7 +317,8 @@ class NodeResourcesFit:
         if not is_extended_resource_name(name):
             return False
         return name in self.ignored_resources or (
-            bool(self.ignored_groups) and name.split("/", 1)[0] in self.ignored_groups)
+            bool(self.ignored_groups) and name.split("/", 1)[0] in self.ignored_groups
+        )
 
     def _wanted(self, pod: PodInfo) -> tuple[int, int, int, tuple[tuple[str, int], ...]]:
         req = pod.requests
@@ -352,8 +364,9 @@ class NodeResourcesFit:
     # --- scoring -----------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
-        state[_SCORE_KEY] = (_non_zero_cpu_memory(pod) if self._inlined is not None
-                             else self.allocation.pod_requests(pod))
+        state[_SCORE_KEY] = (
+            _non_zero_cpu_memory(pod) if self._inlined is not None else self.allocation.pod_requests(pod)
+        )
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:

@@ -81,8 +81,9 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[dict[str, Any], ...] = (
     {"maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY},
 )
 DEFAULT_SELECTOR_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
-PER_POD_LABELS = frozenset({"controller-revision-hash", "statefulset.kubernetes.io/pod-name",
-                            "apps.kubernetes.io/pod-index"})
+PER_POD_LABELS = frozenset(
+    {"controller-revision-hash", "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"}
+)
 """Labels a StatefulSet sets per pod or per revision: never part of its selector."""
 
 _FILTER_KEY = NAME + "/filter"
@@ -93,10 +94,25 @@ _instances = itertools.count()
 class Constraint:
     """A parsed ``TopologySpreadConstraint`` (``topologySpreadConstraint``)."""
 
-    __slots__ = ("max_skew", "topology_key", "selector", "min_domains", "honor_affinity", "honor_taints", "key")
+    __slots__ = (
+        "max_skew",
+        "topology_key",
+        "selector",
+        "min_domains",
+        "honor_affinity",
+        "honor_taints",
+        "key",
+    )
 
-    def __init__(self, max_skew: int, topology_key: str, selector: LabelSelector, min_domains: int = 1,
-                 honor_affinity: bool = True, honor_taints: bool = False) -> None:
+    def __init__(
+        self,
+        max_skew: int,
+        topology_key: str,
+        selector: LabelSelector,
+        min_domains: int = 1,
+        honor_affinity: bool = True,
+        honor_taints: bool = False,
+    ) -> None:
         self.max_skew = max_skew
         self.topology_key = topology_key
         self.selector = selector
@@ -107,24 +123,34 @@ class Constraint:
         """What a node's contribution depends on (besides the pod's namespace and node affinity)."""
 
     def __repr__(self) -> str:
-        return (f"Constraint({self.topology_key!r}, maxSkew={self.max_skew}, minDomains={self.min_domains}, "
-                f"selector={self.selector!r})")
+        return (
+            f"Constraint({self.topology_key!r}, maxSkew={self.max_skew}, minDomains={self.min_domains}, "
+            f"selector={self.selector!r})"
+        )
 
 
 def _raw_constraint(c: Any) -> Mapping[str, Any]:
     """A default constraint as an API dict: configuration gives dataclasses, tests may give dicts."""
     if isinstance(c, Mapping):
         return c
-    return {"maxSkew": c.max_skew, "topologyKey": c.topology_key, "whenUnsatisfiable": c.when_unsatisfiable,
-            "nodeAffinityPolicy": getattr(c, "node_affinity_policy", None),
-            "nodeTaintsPolicy": getattr(c, "node_taints_policy", None)}
+    return {
+        "maxSkew": c.max_skew,
+        "topologyKey": c.topology_key,
+        "whenUnsatisfiable": c.when_unsatisfiable,
+        "nodeAffinityPolicy": getattr(c, "node_affinity_policy", None),
+        "nodeTaintsPolicy": getattr(c, "node_taints_policy", None),
+    }
 
 
 def _parse(raw: Mapping[str, Any], selector: LabelSelector) -> Constraint:
-    return Constraint(int(raw.get("maxSkew") or 1), raw.get("topologyKey") or "", selector,
-                      int(raw.get("minDomains") or 1),
-                      (raw.get("nodeAffinityPolicy") or "Honor") == "Honor",
-                      (raw.get("nodeTaintsPolicy") or "Ignore") == "Honor")
+    return Constraint(
+        int(raw.get("maxSkew") or 1),
+        raw.get("topologyKey") or "",
+        selector,
+        int(raw.get("minDomains") or 1),
+        (raw.get("nodeAffinityPolicy") or "Honor") == "Honor",
+        (raw.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+    )
 
 
 def _pod_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSelector:
@@ -132,8 +158,11 @@ def _pod_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSel
     selector = raw.get("labelSelector")
     if selector is None:
         return NOTHING
-    extra = [{"key": k, "operator": "In", "values": [labels[k]]}
-             for k in raw.get("matchLabelKeys") or () if k in labels]
+    extra = [
+        {"key": k, "operator": "In", "values": [labels[k]]}
+        for k in raw.get("matchLabelKeys") or ()
+        if k in labels
+    ]
     if extra:
         selector = {**selector, "matchExpressions": [*(selector.get("matchExpressions") or ()), *extra]}
     return compile_label_selector(selector, strict=True)
@@ -156,8 +185,13 @@ def default_selector(pod: PodInfo) -> LabelSelector | None:
 class _PodConstraints:
     __slots__ = ("hard", "soft", "own", "error")
 
-    def __init__(self, hard: tuple[Constraint, ...] = (), soft: tuple[Constraint, ...] = (),
-                 own: bool = False, error: str = "") -> None:
+    def __init__(
+        self,
+        hard: tuple[Constraint, ...] = (),
+        soft: tuple[Constraint, ...] = (),
+        own: bool = False,
+        error: str = "",
+    ) -> None:
         self.hard = hard
         self.soft = soft
         self.own = own
@@ -168,8 +202,13 @@ class _PodConstraints:
 class _FilterState:
     __slots__ = ("constraints", "counts", "minimums", "self_match")
 
-    def __init__(self, constraints: tuple[Constraint, ...], counts: list[dict[str, int]],
-                 minimums: list[int], self_match: list[int]) -> None:
+    def __init__(
+        self,
+        constraints: tuple[Constraint, ...],
+        counts: list[dict[str, int]],
+        minimums: list[int],
+        self_match: list[int],
+    ) -> None:
         self.constraints = constraints
         self.counts = counts
         self.minimums = minimums
@@ -189,8 +228,13 @@ class _NodeEntry:
 
     __slots__ = ("counts", "filter_part", "score_part", "score_part_all_keys")
 
-    def __init__(self, all_keys: bool, counts: tuple[int, ...], domains: tuple[tuple[int, str, int], ...],
-                 per_node: tuple[bool, ...]) -> None:
+    def __init__(
+        self,
+        all_keys: bool,
+        counts: tuple[int, ...],
+        domains: tuple[tuple[int, str, int], ...],
+        per_node: tuple[bool, ...],
+    ) -> None:
         self.counts = counts
         """Per constraint, the matching pods on the node."""
         # ``domains``: (constraint index, domain, matching pods) for the constraints whose inclusion
@@ -220,7 +264,9 @@ class PodTopologySpread:
         self.handle = handle
         defaulting = getattr(args, "defaulting_type", "System") or "System"
         self.system_defaulted = defaulting == "System"
-        raw = SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else getattr(args, "default_constraints", ())
+        raw = (
+            SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else getattr(args, "default_constraints", ())
+        )
         self.default_constraints = tuple(_raw_constraint(c) for c in raw or ())
         self._memo_key = (NAME, next(_instances))  # per instance: profiles may default differently
         self._sums = SumsCache()
@@ -249,10 +295,16 @@ class PodTopologySpread:
         selector = default_selector(pod)
         if selector is None:
             return _PodConstraints()
-        hard = tuple(_parse(c, selector) for c in self.default_constraints
-                     if c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE)
-        soft = tuple(_parse(c, selector) for c in self.default_constraints
-                     if c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY)
+        hard = tuple(
+            _parse(c, selector)
+            for c in self.default_constraints
+            if c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE
+        )
+        soft = tuple(
+            _parse(c, selector)
+            for c in self.default_constraints
+            if c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY
+        )
         return _PodConstraints(hard, soft)
 
     def _shape(self, pod: PodInfo, constraints: tuple[Constraint, ...]) -> int:
@@ -260,15 +312,22 @@ class PodTopologySpread:
         affinity = tolerations = None
         if any(c.honor_affinity for c in constraints) and not required_node_affinity(pod).empty:
             spec = pod.spec
-            affinity = json.dumps([spec.get("nodeSelector"),
-                                   ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                                   .get("requiredDuringSchedulingIgnoredDuringExecution")], sort_keys=True)
+            affinity = json.dumps(
+                [
+                    spec.get("nodeSelector"),
+                    ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                        "requiredDuringSchedulingIgnoredDuringExecution"
+                    ),
+                ],
+                sort_keys=True,
+            )
         if any(c.honor_taints for c in constraints):
             tolerations = json.dumps(pod.spec.get("tolerations") or [], sort_keys=True)
         return shape_id((NAME, pod.namespace, tuple(c.key for c in constraints), affinity, tolerations))
 
-    def _node_entries(self, pod: PodInfo, constraints: tuple[Constraint, ...], shape: int,
-                      nodes: Sequence[NodeInfo]) -> list[_NodeEntry]:
+    def _node_entries(
+        self, pod: PodInfo, constraints: tuple[Constraint, ...], shape: int, nodes: Sequence[NodeInfo]
+    ) -> list[_NodeEntry]:
         """What each node contributes to the counts (memoized per node and pod shape)."""
         namespace = pod.namespace
         rna = required_node_affinity(pod)
@@ -285,11 +344,16 @@ class PodTopologySpread:
                 counts.append(n)
                 if c.honor_affinity and check_affinity and not rna.matches(labels, ni.name):
                     continue  # nodeAffinityPolicy: Honor
-                if c.honor_taints and ni.taints and find_untolerated_taint(ni.taints, tolerations) is not None:
+                if (
+                    c.honor_taints
+                    and ni.taints
+                    and find_untolerated_taint(ni.taints, tolerations) is not None
+                ):
                     continue  # nodeTaintsPolicy: Honor
                 domains.append((i, labels.get(c.topology_key, ""), n))
-            return _NodeEntry(all(c.topology_key in labels for c in constraints), tuple(counts), tuple(domains),
-                              per_node)
+            return _NodeEntry(
+                all(c.topology_key in labels for c in constraints), tuple(counts), tuple(domains), per_node
+            )
 
         return memo_entries(nodes, NAME, shape, compute)
 
@@ -304,12 +368,16 @@ class PodTopologySpread:
             return SKIP
         shape = self._shape(pod, constraints)
         sums = self._sums.get(("filter", shape))
-        sums.refresh(snapshot.list(), lambda nodes: [
-            e.filter_part for e in self._node_entries(pod, constraints, shape, nodes)])
+        sums.refresh(
+            snapshot.list(),
+            lambda nodes: [e.filter_part for e in self._node_entries(pod, constraints, shape, nodes)],
+        )
         counts = [sums.group(i) for i in range(len(constraints))]
         # The global minimum is 0 while fewer than minDomains domains are eligible.
-        minimums = [min(d.values()) if d and len(d) >= c.min_domains else 0
-                    for c, d in zip(constraints, counts, strict=True)]
+        minimums = [
+            min(d.values()) if d and len(d) >= c.min_domains else 0
+            for c, d in zip(constraints, counts, strict=True)
+        ]
         self_match = [1 if c.selector.matches(pod.labels) else 0 for c in constraints]
         state[_FILTER_KEY] = _FilterState(constraints, counts, minimums, self_match)
         return None
@@ -322,14 +390,24 @@ class PodTopologySpread:
         for i, c in enumerate(s.constraints):
             value = labels.get(c.topology_key)
             if value is None:
-                logger.log(V(5), "Node doesn't have required label",
-                           extra=kv(node=node.name, label=c.topology_key))
+                logger.log(
+                    V(5), "Node doesn't have required label", extra=kv(node=node.name, label=c.topology_key)
+                )
                 return unresolvable(ERR_MISSING_LABEL)
             matching = s.counts[i].get(value, 0)
             if matching + s.self_match[i] - s.minimums[i] > c.max_skew:
-                logger.log(V(5), "Node failed spreadConstraint", extra=kv(
-                    node=node.name, topologyKey=c.topology_key, matchNum=matching, selfMatchNum=s.self_match[i],
-                    minMatchNum=s.minimums[i], maxSkew=c.max_skew))
+                logger.log(
+                    V(5),
+                    "Node failed spreadConstraint",
+                    extra=kv(
+                        node=node.name,
+                        topologyKey=c.topology_key,
+                        matchNum=matching,
+                        selfMatchNum=s.self_match[i],
+                        minMatchNum=s.minimums[i],
+                        maxSkew=c.max_skew,
+                    ),
+                )
                 return unschedulable(ERR_CONSTRAINTS)
         return None
 
@@ -356,14 +434,20 @@ class PodTopologySpread:
             scored = [True] * len(nodes)
         n_scored = sum(scored)
         # The domains of the scored nodes (hostname: each node is one; its count is read per node).
-        domains = [None if k == HOSTNAME else {lb.get(k, "") for lb, ok in zip(labels, scored, strict=True) if ok}
-                   for k in keys]
+        domains = [
+            None if k == HOSTNAME else {lb.get(k, "") for lb, ok in zip(labels, scored, strict=True) if ok}
+            for k in keys
+        ]
 
         shape = self._shape(pod, constraints)
         sums = self._sums.get(("score", shape, require_all))
-        sums.refresh(all_nodes, lambda ns: [
-            e.score_part_all_keys if require_all else e.score_part
-            for e in self._node_entries(pod, constraints, shape, ns)])
+        sums.refresh(
+            all_nodes,
+            lambda ns: [
+                e.score_part_all_keys if require_all else e.score_part
+                for e in self._node_entries(pod, constraints, shape, ns)
+            ],
+        )
 
         # Score is a lookup: every filtered node's raw score is computed here, one constraint at a time.
         totals = [0.0] * len(nodes)
@@ -374,16 +458,20 @@ class PodTopologySpread:
                 weight = math.log(n_scored + 2)
                 if entries is None:
                     entries = self._node_entries(pod, constraints, shape, nodes)
-                totals = [t + (e.counts[i] * weight + tolerance if k in lb else 0.0)
-                          for t, e, lb in zip(totals, entries, labels, strict=True)]
+                totals = [
+                    t + (e.counts[i] * weight + tolerance if k in lb else 0.0)
+                    for t, e, lb in zip(totals, entries, labels, strict=True)
+                ]
             else:
                 weight = math.log(len(domains[i]) + 2)
                 matching = sums.group(i)
                 part = {v: matching.get(v, 0) * weight + tolerance for v in domains[i]}
                 totals = [t + part.get(lb.get(k), 0.0) for t, lb in zip(totals, labels, strict=True)]
         # Go's math.Round for these non-negative scores; None: not scored.
-        scores = {ni.name: math.floor(t + 0.5) if ok else None
-                  for ni, t, ok in zip(nodes, totals, scored, strict=True)}
+        scores = {
+            ni.name: math.floor(t + 0.5) if ok else None
+            for ni, t, ok in zip(nodes, totals, scored, strict=True)
+        }
         state[_SCORE_KEY] = _ScoreState(scores)
         return None
 
@@ -395,6 +483,13 @@ class PodTopologySpread:
         raw = state[_SCORE_KEY].scores
         valid = [v for name, v in scores.items() if raw.get(name, 0) is not None]
         lo, hi = min(valid, default=0), max(valid, default=0)
-        scores.update({name: 0 if raw.get(name, 0) is None else
-                       MAX_NODE_SCORE if hi == 0 else MAX_NODE_SCORE * (hi + lo - v) // hi
-                       for name, v in scores.items()})
+        scores.update(
+            {
+                name: 0
+                if raw.get(name, 0) is None
+                else MAX_NODE_SCORE
+                if hi == 0
+                else MAX_NODE_SCORE * (hi + lo - v) // hi
+                for name, v in scores.items()
+            }
+        )

@@ -135,17 +135,21 @@ class _LazyRegistry(Mapping[str, type]):
             return cls
         path = self._paths.get(name)
         if path is None:
-            raise PluginNotFoundError(f'unknown plugin "{name}"; known plugins: {", ".join(sorted(self._paths))}')
+            raise PluginNotFoundError(
+                f'unknown plugin "{name}"; known plugins: {", ".join(sorted(self._paths))}'
+            )
         module_name, _, attr = path.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
-            raise PluginUnavailableError(f'plugin "{name}" is not available: cannot import {module_name}: {e}',
-                                         name=module_name) from e
+            raise PluginUnavailableError(
+                f'plugin "{name}" is not available: cannot import {module_name}: {e}', name=module_name
+            ) from e
         cls = getattr(module, attr, None)
         if not isinstance(cls, type):
-            raise PluginUnavailableError(f'plugin "{name}" is not available: {module_name} has no class {attr}',
-                                         name=module_name)
+            raise PluginUnavailableError(
+                f'plugin "{name}" is not available: {module_name} has no class {attr}', name=module_name
+            )
         with self._lock:
             self._loaded[name] = cls
         return cls

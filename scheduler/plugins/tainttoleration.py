@@ -77,8 +77,11 @@ class TaintToleration:
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         # Only tolerations that can apply to PreferNoSchedule (no effect, or that effect).
-        state[_PREFER_KEY] = tuple(t for t in pod.spec.get("tolerations") or ()
-                                   if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE)
+        state[_PREFER_KEY] = tuple(
+            t
+            for t in pod.spec.get("tolerations") or ()
+            if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE
+        )
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:

@@ -50,8 +50,9 @@ def shape_id(key: Hashable) -> int:
     return sid
 
 
-def memo_entries(nodes: Sequence[NodeInfo], plugin: str, sid: int,
-                 compute: Callable[[NodeInfo], Any]) -> list[Any]:
+def memo_entries(
+    nodes: Sequence[NodeInfo], plugin: str, sid: int, compute: Callable[[NodeInfo], Any]
+) -> list[Any]:
     """``compute(ni)`` for every node, memoized on the node under ``(plugin, sid)`` until it changes.
 
     ``compute`` must not return None.
@@ -88,7 +89,9 @@ class NodeSums:
         self.sums: dict[Hashable, dict[Hashable, int]] = {}
         self.refs: dict[Hashable, dict[Hashable, int]] = {}
 
-    def refresh(self, nodes: Sequence[NodeInfo], parts_of: Callable[[Sequence[NodeInfo]], list[Part]]) -> None:
+    def refresh(
+        self, nodes: Sequence[NodeInfo], parts_of: Callable[[Sequence[NodeInfo]], list[Part]]
+    ) -> None:
         """Bring the sums up to date with ``nodes``; ``parts_of(nodes)`` gives their contributions."""
         gens = [ni.generation for ni in nodes]
         if nodes is not self.nodes or len(gens) != len(self.gens):

@@ -82,11 +82,28 @@ class PodVolumes:
 
 
 class _State:
-    __slots__ = ("bound", "bound_pvs", "unbound", "pvs_by_class", "classes", "by_node", "affinities",
-                 "chosen", "node_name", "node_labels", "all_bound")
+    __slots__ = (
+        "bound",
+        "bound_pvs",
+        "unbound",
+        "pvs_by_class",
+        "classes",
+        "by_node",
+        "affinities",
+        "chosen",
+        "node_name",
+        "node_labels",
+        "all_bound",
+    )
 
-    def __init__(self, bound: list[Obj], bound_pvs: dict[str, Obj | None], unbound: list[Obj],
-                 pvs_by_class: dict[str, list[Obj]], classes: dict[str, Obj]) -> None:
+    def __init__(
+        self,
+        bound: list[Obj],
+        bound_pvs: dict[str, Obj | None],
+        unbound: list[Obj],
+        pvs_by_class: dict[str, list[Obj]],
+        classes: dict[str, Obj],
+    ) -> None:
         self.bound = bound
         self.bound_pvs = bound_pvs
         """claim key -> its PV (None: the PV does not exist)."""
@@ -192,15 +209,20 @@ class VolumeBinding:
             if pvc is None:
                 if ephemeral:
                     return unresolvable(
-                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"')
+                        f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
+                    )
                 return unresolvable(f'persistentvolumeclaim "{name}" not found')
             if (pvc.get("status") or {}).get("phase") == "Lost":
-                return unresolvable(f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
-                                    f'"{spec(pvc).get("volumeName", "")}"')
+                return unresolvable(
+                    f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
+                    f'"{spec(pvc).get("volumeName", "")}"'
+                )
             if meta(pvc).get("deletionTimestamp"):
                 return unresolvable(f'persistentvolumeclaim "{name}" is being deleted')
             if ephemeral and not _controlled_by(pvc, pod.uid):
-                return unresolvable(f"PVC {ns}/{name} was not created for pod {ns}/{pod.name} (pod is not owner)")
+                return unresolvable(
+                    f"PVC {ns}/{name} was not created for pod {ns}/{pod.name} (pod is not owner)"
+                )
             found.append(pvc)
 
         bound: list[Obj] = []
@@ -216,8 +238,11 @@ class VolumeBinding:
             if klass is not None:
                 classes[cname] = klass
             # A claim naming a volume the PV controller has not bound yet counts as immediate.
-            if (klass is not None and klass.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
-                    and not spec(pvc).get("volumeName")):
+            if (
+                klass is not None
+                and klass.get("volumeBindingMode") == WAIT_FOR_FIRST_CONSUMER
+                and not spec(pvc).get("volumeName")
+            ):
                 unbound.append(pvc)
             else:
                 immediate = True
@@ -227,7 +252,9 @@ class VolumeBinding:
         bound_pvs = {}
         for pvc in bound:
             pv_name = spec(pvc)["volumeName"]
-            bound_pvs[key(pvc)] = self._latest(self._assumed_pvs, pv_name, self._get("persistentvolumes", pv_name))
+            bound_pvs[key(pvc)] = self._latest(
+                self._assumed_pvs, pv_name, self._get("persistentvolumes", pv_name)
+            )
         unbound.sort(key=requested_bytes)
         pvs_by_class = self._volumes_of_classes({claim_class(p) for p in unbound}) if unbound else {}
         state[_KEY] = _State(bound, bound_pvs, unbound, pvs_by_class, classes)
@@ -284,8 +311,11 @@ class VolumeBinding:
                 if klass is None:
                     return error(f'failed to find storage class "{claim_class(pvc)}"')
                 if not can_provision(klass, labels):
-                    logger.log(V(4), "Node cannot provision for claim", extra=kv(
-                        node=name, pvc=key(pvc), storageClass=claim_class(pvc)))
+                    logger.log(
+                        V(4),
+                        "Node cannot provision for claim",
+                        extra=kv(node=name, pvc=key(pvc), storageClass=claim_class(pvc)),
+                    )
                     unbound_ok = False
                     break
                 dynamic.append(pvc)
@@ -326,9 +356,16 @@ class VolumeBinding:
         s.node_name = node_name
         ni = self.handle.snapshot.get(node_name) if self.handle is not None else None
         s.node_labels = dict(ni.labels) if ni is not None else {}
-        logger.log(V(5), "Assumed pod volumes", extra=kv(
-            pod=pod.key, node=node_name, static=[key(pv) for pv, _, _ in chosen.static],
-            provision=[key(p) for p in chosen.dynamic]))
+        logger.log(
+            V(5),
+            "Assumed pod volumes",
+            extra=kv(
+                pod=pod.key,
+                node=node_name,
+                static=[key(pv) for pv, _, _ in chosen.static],
+                provision=[key(p) for p in chosen.dynamic],
+            ),
+        )
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -355,9 +392,17 @@ class VolumeBinding:
         if s.chosen is None or s.node_name != node_name:
             return error(f'no pod volumes found for node "{node_name}"')
         api_client = self.handle.api_client if self.handle is not None else None
-        return bind_pod_volumes(api_client, pod, node_name, s.node_labels, s.chosen,
-                                timeout=self.bind_timeout, interval=self.poll_interval, stopping=self._stopping,
-                                reader=store_reader(self.handle))
+        return bind_pod_volumes(
+            api_client,
+            pod,
+            node_name,
+            s.node_labels,
+            s.chosen,
+            timeout=self.bind_timeout,
+            interval=self.poll_interval,
+            stopping=self._stopping,
+            reader=store_reader(self.handle),
+        )
 
     def stop(self) -> None:
         """Stop waiting for volumes (PreBind fails at once)."""

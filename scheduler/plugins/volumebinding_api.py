@@ -55,8 +55,10 @@ class BindingFailedError(Exception):
 
 def volume_patch(pv: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that writes an assumed PV's claimRef (and bound-by-controller)."""
-    body: dict[str, Any] = {"metadata": {"resourceVersion": meta(pv).get("resourceVersion")},
-                            "spec": {"claimRef": spec(pv)["claimRef"]}}
+    body: dict[str, Any] = {
+        "metadata": {"resourceVersion": meta(pv).get("resourceVersion")},
+        "spec": {"claimRef": spec(pv)["claimRef"]},
+    }
     if ANN_BOUND_BY_CONTROLLER in annotations(pv):
         body["metadata"]["annotations"] = {ANN_BOUND_BY_CONTROLLER: annotations(pv)[ANN_BOUND_BY_CONTROLLER]}
     return body
@@ -66,8 +68,9 @@ def selected_node_patch(node_name: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {ANN_SELECTED_NODE: node_name}}}
 
 
-def binding_done(node_name: str, node_labels: Mapping[str, str], vols: Any,
-                 get_pv: Getter, get_pvc: Getter) -> bool:
+def binding_done(
+    node_name: str, node_labels: Mapping[str, str], vols: Any, get_pv: Getter, get_pvc: Getter
+) -> bool:
     """``checkBindings``: True once every claim is bound to a PV that fits the node.
 
     Raises :class:`BindingFailedError` when waiting longer cannot help. ``get_pv`` /
@@ -90,7 +93,9 @@ def binding_done(node_name: str, node_labels: Mapping[str, str], vols: Any,
     for pvc in vols.dynamic:
         claim = get_pvc(key(pvc))
         if claim is None:
-            raise BindingFailedError(f'failed to check provisioning pvc: persistentvolumeclaim "{key(pvc)}" not found')
+            raise BindingFailedError(
+                f'failed to check provisioning pvc: persistentvolumeclaim "{key(pvc)}" not found'
+            )
         if annotations(claim).get(ANN_SELECTED_NODE) != node_name:
             # A provisioner that fails removes the annotation to have the pod rescheduled.
             raise BindingFailedError(f'provisioning failed for PVC "{meta(claim).get("name")}"')
@@ -100,7 +105,9 @@ def binding_done(node_name: str, node_labels: Mapping[str, str], vols: Any,
             if pv is None:
                 return False  # not seen yet, or deleted: the claim will be unbound then
             if not node_affinity_matches(pv, node_labels, node_name):
-                raise BindingFailedError(f'pv "{volume_name}" node affinity doesn\'t match node "{node_name}"')
+                raise BindingFailedError(
+                    f'pv "{volume_name}" node affinity doesn\'t match node "{node_name}"'
+                )
         if not fully_bound(claim):
             return False
     return True
@@ -163,8 +170,9 @@ class StoreReader:
 def store_reader(handle: Any) -> StoreReader | None:
     """A StoreReader over the handle's informers, or None when it has none (unit tests)."""
     try:
-        return StoreReader(handle.store("persistentvolumes"), handle.store("persistentvolumeclaims"),
-                           handle.store("pods"))
+        return StoreReader(
+            handle.store("persistentvolumes"), handle.store("persistentvolumeclaims"), handle.store("pods")
+        )
     except (AttributeError, KeyError):
         return None
 
@@ -175,20 +183,41 @@ def _write(api: CoreV1Api, node_name: str, vols: Any) -> None:
             continue
         name, body = key(pv), volume_patch(pv)
         logger.log(V(5), "Updating PersistentVolume: binding to claim", extra=kv(pv=name, pvc=key(pvc)))
-        call_with_retries(lambda n=name, b=body: api.patch_persistent_volume(
-            n, b, _content_type=MERGE_PATCH, _preload_content=False),
-            what="patch persistentvolume", attempts=5, max_seconds=15.0)
+        call_with_retries(
+            lambda n=name, b=body: api.patch_persistent_volume(
+                n, b, _content_type=MERGE_PATCH, _preload_content=False
+            ),
+            what="patch persistentvolume",
+            attempts=5,
+            max_seconds=15.0,
+        )
     for pvc in vols.dynamic:
         ns, name = meta(pvc).get("namespace"), meta(pvc).get("name")
-        logger.log(V(5), "Updating PersistentVolumeClaim: selected node", extra=kv(pvc=key(pvc), node=node_name))
-        call_with_retries(lambda ns=ns, name=name: api.patch_namespaced_persistent_volume_claim(
-            name, ns, selected_node_patch(node_name), _content_type=MERGE_PATCH, _preload_content=False),
-            what="patch persistentvolumeclaim", attempts=5, max_seconds=15.0)
+        logger.log(
+            V(5), "Updating PersistentVolumeClaim: selected node", extra=kv(pvc=key(pvc), node=node_name)
+        )
+        call_with_retries(
+            lambda ns=ns, name=name: api.patch_namespaced_persistent_volume_claim(
+                name, ns, selected_node_patch(node_name), _content_type=MERGE_PATCH, _preload_content=False
+            ),
+            what="patch persistentvolumeclaim",
+            attempts=5,
+            max_seconds=15.0,
+        )
 
 
-def bind_pod_volumes(api_client: Any, pod: PodInfo, node_name: str, node_labels: Mapping[str, str], vols: Any,
-                     *, timeout: float, interval: float, stopping: threading.Event,
-                     reader: Any = None) -> Status | None:
+def bind_pod_volumes(
+    api_client: Any,
+    pod: PodInfo,
+    node_name: str,
+    node_labels: Mapping[str, str],
+    vols: Any,
+    *,
+    timeout: float,
+    interval: float,
+    stopping: threading.Event,
+    reader: Any = None,
+) -> Status | None:
     """Write the decisions for ``vols`` and wait until the claims are bound (None on success).
 
     ``reader`` gives the current pod, claims and volumes (a :class:`StoreReader`
@@ -213,7 +242,9 @@ def bind_pod_volumes(api_client: Any, pod: PodInfo, node_name: str, node_labels:
         except BindingFailedError as e:
             return error(f"binding volumes: {e}")
         except reader.UnknownError as e:
-            logger.log(V(4), "Could not read volume binding state, retrying", extra=kv(pod=pod.key, err=str(e)))
+            logger.log(
+                V(4), "Could not read volume binding state, retrying", extra=kv(pod=pod.key, err=str(e))
+            )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return error("binding volumes: context deadline exceeded")

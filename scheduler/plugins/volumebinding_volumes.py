@@ -120,9 +120,12 @@ def _volume_mode(obj: Mapping[str, Any]) -> str:
     return spec(obj).get("volumeMode") or "Filesystem"
 
 
-def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Mapping[str, Any]],
-                         fits_node: Callable[[Mapping[str, Any]], bool],
-                         excluded: set[str]) -> Mapping[str, Any] | None:
+def find_matching_volume(
+    pvc: Mapping[str, Any],
+    volumes: Iterable[Mapping[str, Any]],
+    fits_node: Callable[[Mapping[str, Any]], bool],
+    excluded: set[str],
+) -> Mapping[str, Any] | None:
     """``FindMatchingVolume`` on the scheduler path: the PV pre-bound to the claim if it suits
     the node, else the smallest available PV of the claim's class that fits it on this node.
 
@@ -162,7 +165,9 @@ def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Mapping[str, 
     return smallest
 
 
-def topology_allows(allowed_topologies: Iterable[Mapping[str, Any]] | None, labels: Mapping[str, str]) -> bool:
+def topology_allows(
+    allowed_topologies: Iterable[Mapping[str, Any]] | None, labels: Mapping[str, str]
+) -> bool:
     """``MatchTopologySelectorTerms``: no terms allow every node; terms are ORed, a term's
     ``matchLabelExpressions`` ANDed (the label present, with one of the values)."""
     terms = list(allowed_topologies or ())
@@ -188,8 +193,14 @@ def can_provision(klass: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 def claim_ref(pvc: Mapping[str, Any]) -> dict[str, Any]:
     """An ObjectReference to the claim, as ``reference.GetReference`` builds it."""
     m = meta(pvc)
-    ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": m.get("namespace"),
-           "name": m.get("name"), "uid": m.get("uid"), "resourceVersion": m.get("resourceVersion")}
+    ref = {
+        "kind": "PersistentVolumeClaim",
+        "apiVersion": "v1",
+        "namespace": m.get("namespace"),
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+        "resourceVersion": m.get("resourceVersion"),
+    }
     return {k: v for k, v in ref.items() if v}
 
 
@@ -198,8 +209,11 @@ def bind_volume_to_claim(pv: Obj, pvc: Mapping[str, Any]) -> Obj | None:
     ``bound-by-controller`` when it was not pre-bound), or None if nothing changes."""
     ref = spec(pv).get("claimRef") or {}
     m = meta(pvc)
-    same = (ref.get("name") == m.get("name") and ref.get("namespace") == m.get("namespace")
-            and ref.get("uid") == m.get("uid"))
+    same = (
+        ref.get("name") == m.get("name")
+        and ref.get("namespace") == m.get("namespace")
+        and ref.get("uid") == m.get("uid")
+    )
     set_annotation = not bound_to_claim(pv, pvc) and ANN_BOUND_BY_CONTROLLER not in annotations(pv)
     if same and not set_annotation:
         return None

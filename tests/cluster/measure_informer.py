@@ -42,22 +42,46 @@ logger = logging.getLogger("measure_informer")
 
 def pod_body(i: int) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"p-{i:05d}", "labels": {"app": f"app-{i % 50}", "tier": "web", "idx": str(i)},
-                     "annotations": {"example.com/owner": "team-a", "example.com/build": uuid.uuid4().hex}},
+        "metadata": {
+            "name": f"p-{i:05d}",
+            "labels": {"app": f"app-{i % 50}", "tier": "web", "idx": str(i)},
+            "annotations": {"example.com/owner": "team-a", "example.com/build": uuid.uuid4().hex},
+        },
         "spec": {
             "schedulerName": "nobody",
             "containers": [
-                {"name": "app", "image": "registry.example.com/team-a/app:1.2.3",
-                 "ports": [{"containerPort": 8080, "name": "http"}],
-                 "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(5)],
-                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                               "limits": {"cpu": "500m", "memory": "256Mi"}}},
-                {"name": "sidecar", "image": "registry.example.com/infra/proxy:4.5.6",
-                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}},
+                {
+                    "name": "app",
+                    "image": "registry.example.com/team-a/app:1.2.3",
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(5)],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                    },
+                },
+                {
+                    "name": "sidecar",
+                    "image": "registry.example.com/infra/proxy:4.5.6",
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                },
             ],
-            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}
+            ],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
         },
     }
 
@@ -68,8 +92,18 @@ def timed(what: str, fn: Callable[[], int], results: dict[str, Any]) -> None:
     n = fn()
     s, c = time.perf_counter() - start, time.process_time() - cpu
     results.setdefault(what, []).append((s, c))
-    logger.info("measured", extra={"kv": {"what": what, "objects": n, "seconds": round(s, 3),
-                                          "clientCPUSeconds": round(c, 3), "perSecond": round(n / s) if s else None}})
+    logger.info(
+        "measured",
+        extra={
+            "kv": {
+                "what": what,
+                "objects": n,
+                "seconds": round(s, 3),
+                "clientCPUSeconds": round(c, 3),
+                "perSecond": round(n / s) if s else None,
+            }
+        },
+    )
 
 
 def main() -> int:
@@ -91,9 +125,15 @@ def main() -> int:
         rv0 = api_request(api, "GET", "/api/v1/pods", query=[("limit", 1)])["metadata"]["resourceVersion"]
         start = time.perf_counter()
         with ThreadPoolExecutor(16) as ex:
-            list(ex.map(lambda i: api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i)),
-                        range(args.pods)))
-        logger.info("created", extra={"kv": {"pods": args.pods, "seconds": round(time.perf_counter() - start, 1)}})
+            list(
+                ex.map(
+                    lambda i: api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i)),
+                    range(args.pods),
+                )
+            )
+        logger.info(
+            "created", extra={"kv": {"pods": args.pods, "seconds": round(time.perf_counter() - start, 1)}}
+        )
         core = CoreV1Api(api)
         results: dict[str, Any] = {}
 
@@ -117,20 +157,36 @@ def main() -> int:
             def run() -> int:
                 w = watch.Watch()
                 n = 0
-                for _ in w.stream(core.list_pod_for_all_namespaces, resource_version=rv0, timeout_seconds=120,
-                                  deserialize=deserialize, _request_timeout=(5, 120)):
+                for _ in w.stream(
+                    core.list_pod_for_all_namespaces,
+                    resource_version=rv0,
+                    timeout_seconds=120,
+                    deserialize=deserialize,
+                    _request_timeout=(5, 120),
+                ):
                     n += 1
                     if n == args.pods:
                         w.stop()
                         break
                 return n
+
             return run
 
         def watch_ours() -> int:
-            resp = api.call_api("/api/v1/pods", "GET", query_params=[
-                ("watch", "true"), ("resourceVersion", rv0), ("timeoutSeconds", 120),
-                ("allowWatchBookmarks", "true")], header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=(5, 120))
+            resp = api.call_api(
+                "/api/v1/pods",
+                "GET",
+                query_params=[
+                    ("watch", "true"),
+                    ("resourceVersion", rv0),
+                    ("timeoutSeconds", 120),
+                    ("allowWatchBookmarks", "true"),
+                ],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=(5, 120),
+            )
             n = 0
             try:
                 for line in _lines(resp):
@@ -150,11 +206,17 @@ def main() -> int:
             timed("watch: Watch.stream deserialize=True", watch_stream(True), results)
             timed("watch: Watch.stream deserialize=False", watch_stream(False), results)
             timed("watch: our line reader + json.loads", watch_ours, results)
-        logger.info("bytes per pod in a list", extra={"kv": {"bytes": round(results.pop("list bytes")[0] / args.pods)}})
+        logger.info(
+            "bytes per pod in a list",
+            extra={"kv": {"bytes": round(results.pop("list bytes")[0] / args.pods)}},
+        )
         for what, runs in results.items():
             wall = sorted(r[0] for r in runs)[len(runs) // 2]
             cpu = sorted(r[1] for r in runs)[len(runs) // 2]
-            logger.info("median", extra={"kv": {"what": what, "seconds": round(wall, 2), "clientCPUSeconds": round(cpu, 2)}})
+            logger.info(
+                "median",
+                extra={"kv": {"what": what, "seconds": round(wall, 2), "clientCPUSeconds": round(cpu, 2)}},
+            )
     finally:
         cp.stop()
         shutil.rmtree(tmp, ignore_errors=True)

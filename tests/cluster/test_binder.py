@@ -30,8 +30,9 @@ def test_bind_sets_node_name_where_the_naive_client_call_raises(admin, namespace
     assert result.status is BindStatus.BOUND and result.attempts == 1
     got = pod_of(admin, namespace, ours["metadata"]["name"])
     assert got["spec"]["nodeName"] == node
-    assert {"type": "PodScheduled", "status": "True"}.items() <= \
-        next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled").items()
+    assert {"type": "PodScheduled", "status": "True"}.items() <= next(
+        c for c in got["status"]["conditions"] if c["type"] == "PodScheduled"
+    ).items()
 
     # The library's typed call binds too, then fails to read the Status answer as a V1Binding.
     name = naive["metadata"]["name"]
@@ -49,8 +50,9 @@ def test_legacy_bindings_collection_drops_the_uid_precondition(admin, namespace:
     name = old["metadata"]["name"]
     api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
     make_pod(admin, namespace, name)
-    CoreV1Api(admin).create_namespaced_binding(namespace, binding_body(namespace, name, old["metadata"]["uid"], node),
-                                               _preload_content=False).release_conn()
+    CoreV1Api(admin).create_namespaced_binding(
+        namespace, binding_body(namespace, name, old["metadata"]["uid"], node), _preload_content=False
+    ).release_conn()
     assert pod_of(admin, namespace, name)["spec"]["nodeName"] == node
 
 
@@ -92,7 +94,8 @@ def test_bind_retries_429_honouring_retry_after(apiserver: ControlPlane, admin, 
     with BindingWebhook(apiserver, admin, namespace, deny=[(429, 1), (503, None)]) as hook:
         start = time.monotonic()
         result = Binder(admin, initial_wait=0.05, max_wait=0.1).bind(
-            namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node)
+            namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
+        )
         elapsed = time.monotonic() - start
     assert result.status is BindStatus.BOUND and result.attempts == 3
     assert hook.calls == 3
@@ -104,21 +107,27 @@ def test_bind_gives_up_after_bounded_attempts(apiserver: ControlPlane, admin, na
     pod = make_pod(admin, namespace)
     with BindingWebhook(apiserver, admin, namespace, deny=[(500, None)] * 10) as hook:
         result = Binder(admin, attempts=3, initial_wait=0.01, max_wait=0.02).bind(
-            namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node)
+            namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
+        )
     assert result.status is BindStatus.FAILED and result.code == 500 and result.attempts == 3
     assert hook.calls == 3
     assert "nodeName" not in pod_of(admin, namespace, pod["metadata"]["name"])["spec"]
 
 
-def test_unschedulable_condition_written_once_per_change(apiserver: ControlPlane, admin, namespace: str) -> None:
+def test_unschedulable_condition_written_once_per_change(
+    apiserver: ControlPlane, admin, namespace: str
+) -> None:
     pod = make_pod(admin, namespace)
     name = pod["metadata"]["name"]
     binder = Binder(admin)
     assert binder.set_unschedulable(pod, "0/3 nodes are available: 3 Insufficient cpu.")
     got = pod_of(admin, namespace, name)
     cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert (cond["status"], cond["reason"], cond["message"]) == \
-        ("False", "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False",
+        "Unschedulable",
+        "0/3 nodes are available: 3 Insufficient cpu.",
+    )
     assert cond["observedGeneration"] == got["metadata"]["generation"]
     first_transition = cond["lastTransitionTime"]
 

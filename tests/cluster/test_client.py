@@ -80,8 +80,11 @@ def test_missing_kubeconfig_file_is_a_clear_error(tmp_path) -> None:
 def test_requests_carry_our_user_agent(apiserver: ControlPlane) -> None:
     api = new_api_client(ClientOptions(kubeconfig=apiserver.kubeconfig, user_agent_suffix="ua-check"))
     api_request(api, "GET", "/api/v1/namespaces/default")
-    agents = {e.get("userAgent", "") for e in apiserver.audit_events()
-              if e.get("requestURI") == "/api/v1/namespaces/default"}
+    agents = {
+        e.get("userAgent", "")
+        for e in apiserver.audit_events()
+        if e.get("requestURI") == "/api/v1/namespaces/default"
+    }
     assert any(a.startswith("dynamic-scheduler/") and a.endswith("/ua-check") for a in agents), agents
 
 

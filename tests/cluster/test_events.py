@@ -73,11 +73,18 @@ def test_scheduled_event_as_kube_scheduler_writes_it(apiserver: ControlPlane, ad
 def test_events_v1_rejects_a_source(admin, namespace: str) -> None:
     """Why we cannot fill source.component: events.k8s.io/v1 refuses deprecatedSource on create."""
     pod = make_pod(admin, namespace)
-    body = {"metadata": {"name": f"{pod['metadata']['name']}.x", "namespace": namespace},
-            "eventTime": micro_time(), "reportingController": "default-scheduler", "reportingInstance": "i",
-            "action": "Binding", "reason": "Scheduled", "type": "Normal", "note": "n",
-            "regarding": {"kind": "Pod", "namespace": namespace, "name": pod["metadata"]["name"]},
-            "deprecatedSource": {"component": "default-scheduler"}}
+    body = {
+        "metadata": {"name": f"{pod['metadata']['name']}.x", "namespace": namespace},
+        "eventTime": micro_time(),
+        "reportingController": "default-scheduler",
+        "reportingInstance": "i",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "type": "Normal",
+        "note": "n",
+        "regarding": {"kind": "Pod", "namespace": namespace, "name": pod["metadata"]["name"]},
+        "deprecatedSource": {"component": "default-scheduler"},
+    }
     with pytest.raises(ApiException) as e:
         api_request(admin, "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
     assert e.value.status == 422 and "source" in e.value.body
@@ -96,11 +103,17 @@ def test_identical_failures_become_one_event_with_a_series(admin, namespace: str
     finally:
         rec.stop()  # writes the pending series count
     evs = sorted(events_v1(admin, namespace), key=lambda e: e["eventTime"])
-    assert [e["note"] for e in evs[:2]] == ["0/3 nodes are available: 3 Insufficient cpu.",
-                                            "0/3 nodes are available: 3 Too many pods."]
+    assert [e["note"] for e in evs[:2]] == [
+        "0/3 nodes are available: 3 Insufficient cpu.",
+        "0/3 nodes are available: 3 Too many pods.",
+    ]
     assert evs[2]["note"].startswith("xxxx")
     first = evs[0]
-    assert first["type"] == "Warning" and first["reason"] == "FailedScheduling" and first["action"] == "Scheduling"
+    assert (
+        first["type"] == "Warning"
+        and first["reason"] == "FailedScheduling"
+        and first["action"] == "Scheduling"
+    )
     assert first["reportingController"] == "my-scheduler"
     assert first["series"]["count"] == 5
     assert "series" not in evs[1]
@@ -109,11 +122,16 @@ def test_identical_failures_become_one_event_with_a_series(admin, namespace: str
 
 
 @pytest.mark.apiserver
-def test_recording_never_blocks_the_caller_even_when_the_api_hangs(apiserver: ControlPlane, admin,
-                                                                   namespace: str) -> None:
+def test_recording_never_blocks_the_caller_even_when_the_api_hangs(
+    apiserver: ControlPlane, admin, namespace: str
+) -> None:
     proxy = TCPProxy(apiserver.port)
-    api = new_api_client(ClientOptions(kubeconfig=str(apiserver.kubeconfig_for(
-        "admin", ("system:masters",), server=proxy.url)), timeout=(1.0, 1.0)))
+    api = new_api_client(
+        ClientOptions(
+            kubeconfig=str(apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)),
+            timeout=(1.0, 1.0),
+        )
+    )
     rec = EventRecorder(api, attempts=1).start()
     pod = make_pod(admin, namespace)
     try:

@@ -70,8 +70,13 @@ def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) ->
         pod = make_pod(admin, namespace)
         key = f"{namespace}/{pod['metadata']['name']}"
         wait_until(lambda: rec.of("add", key), 5, "add")
-        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
-                    body={"metadata": {"labels": {"x": "1"}}}, content_type="application/merge-patch+json")
+        api_request(
+            admin,
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+            body={"metadata": {"labels": {"x": "1"}}},
+            content_type="application/merge-patch+json",
+        )
         old, new = wait_until(lambda: rec.of("update", key), 5, "update")[0]
         assert "x" not in (old["metadata"].get("labels") or {}) and new["metadata"]["labels"]["x"] == "1"
         assert inf.store.get(key)["metadata"]["labels"] == {"x": "1"}
@@ -93,8 +98,13 @@ def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
         pod = make_pod(admin, namespace)
         key = f"{namespace}/{pod['metadata']['name']}"
         wait_until(lambda: rec.of("add", key), 5, "add")
-        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
-                    body={"status": {"phase": "Succeeded"}}, content_type="application/merge-patch+json")
+        api_request(
+            admin,
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
+            body={"status": {"phase": "Succeeded"}},
+            content_type="application/merge-patch+json",
+        )
         wait_until(lambda: rec.of("delete", key), 5, "delete of the finished pod")
         assert inf.store.get(key) is None
         # still on the server
@@ -103,8 +113,9 @@ def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
         inf.stop()
 
 
-def test_handler_exception_is_logged_and_the_informer_goes_on(admin, namespace: str,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_handler_exception_is_logged_and_the_informer_goes_on(
+    admin, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
     rec = Recorder(namespace)
     bad = make_pod(admin, namespace)
     bad_key = f"{namespace}/{bad['metadata']['name']}"
@@ -137,14 +148,18 @@ def test_bookmarks_and_server_timeouts_rewatch_without_relisting(admin) -> None:
         assert inf.wait_for_sync(10)
         list_rv = int(inf.resource_version)
         node = make_node(admin)
-        wait_until(lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 15, "a bookmark and a rewatch")
+        wait_until(
+            lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 15, "a bookmark and a rewatch"
+        )
         assert inf.stats.lists == 1 and inf.stats.expired == 0 and inf.stats.watch_errors == 0
         assert int(inf.bookmark_resource_version) >= int(node["metadata"]["resourceVersion"]) > list_rv
     finally:
         inf.stop()
 
 
-def test_dead_connection_is_noticed_by_the_read_timeout(apiserver: ControlPlane, admin, namespace: str) -> None:
+def test_dead_connection_is_noticed_by_the_read_timeout(
+    apiserver: ControlPlane, admin, namespace: str
+) -> None:
     proxy = TCPProxy(apiserver.port)
     kc = apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)
     api = new_api_client(ClientOptions(kubeconfig=str(kc)))
@@ -156,7 +171,9 @@ def test_dead_connection_is_noticed_by_the_read_timeout(apiserver: ControlPlane,
         wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the read timeout")
         proxy.heal()
         pod = make_pod(admin, namespace)
-        wait_until(lambda: rec.of("add", f"{namespace}/{pod['metadata']['name']}"), 10, "events after healing")
+        wait_until(
+            lambda: rec.of("add", f"{namespace}/{pod['metadata']['name']}"), 10, "events after healing"
+        )
         # and stop() cuts a blocked watch at once
         start = time.monotonic()
         inf.stop()
@@ -167,7 +184,9 @@ def test_dead_connection_is_noticed_by_the_read_timeout(apiserver: ControlPlane,
         proxy.close()
 
 
-def test_410_after_a_gap_relists_and_delivers_missed_deletes(apiserver: ControlPlane, admin, namespace: str) -> None:
+def test_410_after_a_gap_relists_and_delivers_missed_deletes(
+    apiserver: ControlPlane, admin, namespace: str
+) -> None:
     """The scheduler's API server goes away; meanwhile pods are deleted; it reconnects to a
     freshly started API server whose watch cache begins after those changes, so its watch
     from the old resourceVersion gets 410 Gone: it must relist and report the deletes.
@@ -193,8 +212,13 @@ def test_410_after_a_gap_relists_and_delivers_missed_deletes(apiserver: ControlP
         wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the watch to break")
         for p in pods[:2]:
             api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}")
-        api_request(admin, "PATCH", f"/api/v1/namespaces/{namespace}/pods/{pods[2]['metadata']['name']}",
-                    body={"metadata": {"labels": {"gap": "yes"}}}, content_type="application/merge-patch+json")
+        api_request(
+            admin,
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{pods[2]['metadata']['name']}",
+            body={"metadata": {"labels": {"gap": "yes"}}},
+            content_type="application/merge-patch+json",
+        )
         added = make_pod(admin, namespace)
         port = free_port()
         second = apiserver.start_apiserver(port, name=f"kube-apiserver-{port}")
@@ -212,13 +236,17 @@ def test_410_after_a_gap_relists_and_delivers_missed_deletes(apiserver: ControlP
         # deserializing path adds), so it cannot even tell a 410.
         lib = apiserver.api_client(server=f"https://127.0.0.1:{port}")
         with pytest.raises(KeyError, match="raw_object"):
-            for _ in watch.Watch().stream(CoreV1Api(lib).list_namespaced_pod, namespace,
-                                          resource_version=pods[0]["metadata"]["resourceVersion"],
-                                          timeout_seconds=5, deserialize=False, _request_timeout=(5, 10)):
+            for _ in watch.Watch().stream(
+                CoreV1Api(lib).list_namespaced_pod,
+                namespace,
+                resource_version=pods[0]["metadata"]["resourceVersion"],
+                timeout_seconds=5,
+                deserialize=False,
+                _request_timeout=(5, 10),
+            ):
                 pass
     finally:
         inf.stop()
         proxy.close()
         if second is not None:
             second.stop()
-

@@ -22,9 +22,17 @@ LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-schedul
 
 
 def go_config() -> dict:
-    return {"leaderElection": {"leaderElect": True, "resourceLock": "leases", "resourceName": "kube-scheduler",
-                               "resourceNamespace": "kube-system", "leaseDuration": f"{L}s",
-                               "renewDeadline": f"{D}s", "retryPeriod": f"{int(R * 1000)}ms"}}
+    return {
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceLock": "leases",
+            "resourceName": "kube-scheduler",
+            "resourceNamespace": "kube-system",
+            "leaseDuration": f"{L}s",
+            "renewDeadline": f"{D}s",
+            "retryPeriod": f"{int(R * 1000)}ms",
+        }
+    }
 
 
 def test_shares_the_lease_with_the_go_kube_scheduler(apiserver: ControlPlane, admin) -> None:
@@ -33,8 +41,9 @@ def test_shares_the_lease_with_the_go_kube_scheduler(apiserver: ControlPlane, ad
     api = new_api_client(ClientOptions(kubeconfig=str(apiserver.kubeconfig_for("system:kube-scheduler"))))
 
     def ours(**kw) -> LeaderElector:
-        return LeaderElector(api, LeaderElectionConfig(lease_duration=L, renew_deadline=D, retry_period=R, **kw),
-                             gauge=gauge())
+        return LeaderElector(
+            api, LeaderElectionConfig(lease_duration=L, renew_deadline=D, retry_period=R, **kw), gauge=gauge()
+        )
 
     def holder() -> str:
         return api_request(admin, "GET", LEASE)["spec"].get("holderIdentity") or ""
@@ -56,7 +65,9 @@ def test_shares_the_lease_with_the_go_kube_scheduler(apiserver: ControlPlane, ad
         # We release on stop; it takes the lease at its next (jittered) retry.
         first.stop(release=True)
         released = time.monotonic()
-        go_id = wait_until(lambda: (h := holder()) and h != first.identity and h, 3, "the Go scheduler to acquire")
+        go_id = wait_until(
+            lambda: (h := holder()) and h != first.identity and h, 3, "the Go scheduler to acquire"
+        )
         assert time.monotonic() - released < 2.2 * R + 1.0
         assert go.wait_for_log("Successfully acquired lease", 5)
         lease = api_request(admin, "GET", LEASE)

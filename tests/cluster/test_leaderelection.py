@@ -33,8 +33,11 @@ class Calls:
         self.leaders: list[str] = []
 
     def kw(self) -> dict[str, Any]:
-        return {"on_started_leading": self.started.set, "on_stopped_leading": self.stopped.set,
-                "on_new_leader": self.leaders.append}
+        return {
+            "on_started_leading": self.started.set,
+            "on_stopped_leading": self.stopped.set,
+            "on_new_leader": self.leaders.append,
+        }
 
 
 def gauge() -> Gauge:
@@ -42,8 +45,9 @@ def gauge() -> Gauge:
 
 
 def elector(api, lease: str, calls: Calls | None = None, g: Gauge | None = None, **cfg: Any) -> LeaderElector:
-    config = LeaderElectionConfig(namespace="default", name=lease, lease_duration=L, renew_deadline=D,
-                                  retry_period=R, **cfg)
+    config = LeaderElectionConfig(
+        namespace="default", name=lease, lease_duration=L, renew_deadline=D, retry_period=R, **cfg
+    )
     return LeaderElector(api, config, gauge=g or gauge(), **(calls.kw() if calls else {}))
 
 
@@ -125,8 +129,11 @@ def test_takes_over_an_abandoned_lease_after_it_expires_by_its_own_clock(admin, 
 
 def test_renew_failure_past_the_deadline_signals_loss(apiserver: ControlPlane, admin, lease: str) -> None:
     proxy = TCPProxy(apiserver.port)
-    api = new_api_client(ClientOptions(kubeconfig=str(apiserver.kubeconfig_for(
-        "admin", ("system:masters",), server=proxy.url))))
+    api = new_api_client(
+        ClientOptions(
+            kubeconfig=str(apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url))
+        )
+    )
     calls, g = Calls(), gauge()
     e = elector(api, lease, calls, g).start()
     try:
@@ -199,8 +206,9 @@ def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admi
 
 def slow_standby(admin, lease: str) -> LeaderElector:
     """A standby whose polls are 1-2.2 s apart (R = 1 s), to tell watching from polling."""
-    config = LeaderElectionConfig(namespace="default", name=lease, lease_duration=L, renew_deadline=D,
-                                  retry_period=1.0)
+    config = LeaderElectionConfig(
+        namespace="default", name=lease, lease_duration=L, renew_deadline=D, retry_period=1.0
+    )
     return LeaderElector(admin, config, gauge=gauge())
 
 

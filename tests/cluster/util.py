@@ -26,18 +26,41 @@ def wait_until(check: Callable[[], T], timeout: float, what: str, interval: floa
         time.sleep(interval)
 
 
-def make_node(admin: ApiClient, name: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def make_node(
+    admin: ApiClient, name: str | None = None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     name = name or f"node-{uuid.uuid4().hex[:6]}"
-    return api_request(admin, "POST", "/api/v1/nodes", body={
-        "metadata": {"name": name, "labels": labels or {}},
-        "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    return api_request(
+        admin,
+        "POST",
+        "/api/v1/nodes",
+        body={
+            "metadata": {"name": name, "labels": labels or {}},
+            "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        },
+    )
 
 
-def make_pod(admin: ApiClient, namespace: str, name: str | None = None, *,
-             scheduler_name: str = "test-scheduler", labels: dict[str, str] | None = None) -> dict[str, Any]:
+def make_pod(
+    admin: ApiClient,
+    namespace: str,
+    name: str | None = None,
+    *,
+    scheduler_name: str = "test-scheduler",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """An unbound pod for a scheduler nobody runs (the Go kube-scheduler of the lease
     tests only takes ``default-scheduler`` pods)."""
     name = name or f"pod-{uuid.uuid4().hex[:6]}"
-    return api_request(admin, "POST", f"/api/v1/namespaces/{namespace}/pods", body={
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedulerName": scheduler_name, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    return api_request(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        body={
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {
+                "schedulerName": scheduler_name,
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        },
+    )

@@ -30,8 +30,9 @@ from tests.apiserver import ControlPlane
 
 
 class BindingWebhook:
-    def __init__(self, cp: ControlPlane, admin: ApiClient, namespace: str,
-                 deny: list[tuple[int, int | None]]) -> None:
+    def __init__(
+        self, cp: ControlPlane, admin: ApiClient, namespace: str, deny: list[tuple[int, int | None]]
+    ) -> None:
         """``deny``: (HTTP code, Retry-After seconds or None) for the first bindings, in order."""
         self.cp, self.admin, self.namespace = cp, admin, namespace
         self.script = list(deny)
@@ -83,17 +84,36 @@ class BindingWebhook:
         self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         port = self._server.server_address[1]
-        api_request(self.admin, "POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", body={
-            "metadata": {"name": self.name},
-            "webhooks": [{
-                "name": "refuse.bindings.test",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate",
-                                 "caBundle": b64encode(self.cp.ca.pem).decode()},
-                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                           "resources": ["pods/binding", "configmaps"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
-                "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
-                "timeoutSeconds": 5}]})
+        api_request(
+            self.admin,
+            "POST",
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            body={
+                "metadata": {"name": self.name},
+                "webhooks": [
+                    {
+                        "name": "refuse.bindings.test",
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{port}/validate",
+                            "caBundle": b64encode(self.cp.ca.pem).decode(),
+                        },
+                        "rules": [
+                            {
+                                "operations": ["CREATE"],
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "resources": ["pods/binding", "configmaps"],
+                            }
+                        ],
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "failurePolicy": "Fail",
+                        "timeoutSeconds": 5,
+                    }
+                ],
+            },
+        )
         self._wait_active()
         return self
 
@@ -102,8 +122,13 @@ class BindingWebhook:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                api_request(self.admin, "POST", f"/api/v1/namespaces/{self.namespace}/configmaps",
-                            query=[("dryRun", "All")], body={"metadata": {"name": "probe"}})
+                api_request(
+                    self.admin,
+                    "POST",
+                    f"/api/v1/namespaces/{self.namespace}/configmaps",
+                    query=[("dryRun", "All")],
+                    body={"metadata": {"name": "probe"}},
+                )
             except ApiException as e:
                 if e.status == 403 and "probe" in (e.body or ""):
                     return
@@ -113,8 +138,11 @@ class BindingWebhook:
 
     def __exit__(self, *exc: Any) -> None:
         with contextlib.suppress(ApiException):
-            api_request(self.admin, "DELETE",
-                        f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{self.name}")
+            api_request(
+                self.admin,
+                "DELETE",
+                f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{self.name}",
+            )
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -56,19 +56,22 @@ def test_unknown_key_in_a_list_item_names_the_index() -> None:
     assert e.path == "root.items[1].wieght"
 
 
-@pytest.mark.parametrize(("data", "path", "message"), [
-    ({"maxSkew": "x"}, "root.maxSkew", 'expected an integer 0..100, got "x"'),
-    ({"maxSkew": 101}, "root.maxSkew", "expected an integer 0..100, got 101"),
-    ({"maxSkew": True}, "root.maxSkew", "expected an integer 0..100, got true"),
-    ({"maxSkew": 1.5}, "root.maxSkew", "expected an integer 0..100, got 1.5"),
-    ({"ratio": "half"}, "root.ratio", 'expected a number, got "half"'),
-    ({"enabled": "yes please"}, "root.enabled", 'expected a boolean (true or false), got "yes please"'),
-    ({"mode": "C"}, "root.mode", 'expected one of "A", "B", got "C"'),
-    ({"items": {"name": "a"}}, "root.items", "expected a list, got a mapping"),
-    ({"items": [{"weight": 1}]}, "root.items[0].name", "required; expected a string"),
-    ({"inner": "a"}, "root.inner", 'expected a mapping, got "a"'),
-    ({"inner": {"name": "a", "weight": 11}}, "root.inner.weight", "expected an integer 0..10, got 11"),
-])
+@pytest.mark.parametrize(
+    ("data", "path", "message"),
+    [
+        ({"maxSkew": "x"}, "root.maxSkew", 'expected an integer 0..100, got "x"'),
+        ({"maxSkew": 101}, "root.maxSkew", "expected an integer 0..100, got 101"),
+        ({"maxSkew": True}, "root.maxSkew", "expected an integer 0..100, got true"),
+        ({"maxSkew": 1.5}, "root.maxSkew", "expected an integer 0..100, got 1.5"),
+        ({"ratio": "half"}, "root.ratio", 'expected a number, got "half"'),
+        ({"enabled": "yes please"}, "root.enabled", 'expected a boolean (true or false), got "yes please"'),
+        ({"mode": "C"}, "root.mode", 'expected one of "A", "B", got "C"'),
+        ({"items": {"name": "a"}}, "root.items", "expected a list, got a mapping"),
+        ({"items": [{"weight": 1}]}, "root.items[0].name", "required; expected a string"),
+        ({"inner": "a"}, "root.inner", 'expected a mapping, got "a"'),
+        ({"inner": {"name": "a", "weight": 11}}, "root.inner.weight", "expected an integer 0..10, got 11"),
+    ],
+)
 def test_wrong_values_name_path_expectation_and_value(data: object, path: str, message: str) -> None:
     e = fails(data)
     assert (e.path, e.message) == (path, message)
@@ -89,8 +92,16 @@ def test_durations_are_go_strings_held_as_seconds() -> None:
 
 
 def test_encode_gives_back_what_decode_reads() -> None:
-    value = decode(Outer, {"maxSkew": 3, "period": "2m", "items": [{"name": "a"}], "inner": {"name": "b"},
-                           "somethingElse": "z"})
+    value = decode(
+        Outer,
+        {
+            "maxSkew": 3,
+            "period": "2m",
+            "items": [{"name": "a"}],
+            "inner": {"name": "b"},
+            "somethingElse": "z",
+        },
+    )
     data = encode(value)
     assert data["period"] == "2m0s"
     assert data["somethingElse"] == "z"

@@ -17,24 +17,64 @@ from tests.config.util import DYNAMIC_CONFIG, error, load
 KUBE_DEFAULTS = {
     "pre_enqueue": ["SchedulingGates"],
     "queue_sort": ["PrioritySort"],
-    "pre_filter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                   "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
-    "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-               "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread",
-               "InterPodAffinity"],
+    "pre_filter": [
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ],
+    "filter": [
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ],
     "post_filter": ["DefaultPreemption"],
-    "pre_score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
-                  "NodeResourcesBalancedAllocation"],
-    "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
-              "NodeResourcesBalancedAllocation", "ImageLocality"],
+    "pre_score": [
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+    ],
+    "score": [
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
+    ],
     "reserve": ["VolumeBinding"],
     "permit": [],
     "pre_bind": ["VolumeBinding"],
     "bind": ["DefaultBinder"],
     "post_bind": [],
 }
-KUBE_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
-                "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+KUBE_WEIGHTS = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "NodeResourcesFit": 1,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
+}
 
 
 def only_implemented(names: list[str]) -> tuple[str, ...]:
@@ -62,7 +102,9 @@ def test_score_weight_given_at_score_overrides_the_default() -> None:
 
 
 def test_score_weight_given_in_multi_point_overrides_the_default_in_place() -> None:
-    (p,) = load("profiles: [{plugins: {multiPoint: {enabled: [{name: TaintToleration, weight: 7}]}}}]\n").profiles
+    (p,) = load(
+        "profiles: [{plugins: {multiPoint: {enabled: [{name: TaintToleration, weight: 7}]}}}]\n"
+    ).profiles
     assert p.score_weights["TaintToleration"] == 7
     assert p.plugins.score == only_implemented(KUBE_DEFAULTS["score"])
 
@@ -73,7 +115,9 @@ def test_weight_zero_or_none_means_one() -> None:
 
 
 def test_disabling_one_default_at_one_point() -> None:
-    (p,) = load("profiles: [{plugins: {score: {disabled: [{name: NodeResourcesBalancedAllocation}]}}}]\n").profiles
+    (p,) = load(
+        "profiles: [{plugins: {score: {disabled: [{name: NodeResourcesBalancedAllocation}]}}}]\n"
+    ).profiles
     assert "NodeResourcesBalancedAllocation" not in p.plugins.score
     assert "NodeResourcesBalancedAllocation" not in p.score_weights
     assert "NodeResourcesBalancedAllocation" in p.plugins.pre_score  # only score was disabled
@@ -98,14 +142,16 @@ def test_disabling_a_plugin_in_multi_point_removes_it_everywhere() -> None:
 
 
 def test_the_seed_shape_appends_dynamic_at_score_and_post_bind() -> None:
-    (p,) = load("""\
+    (p,) = load(
+        """\
         profiles:
           - schedulerName: default-scheduler
             plugins:
               score: {enabled: [{name: Dynamic, weight: 3}]}
               postBind: {enabled: [{name: Dynamic}]}
             pluginConfig: [DYNAMIC]
-        """.replace("DYNAMIC", DYNAMIC_CONFIG)).profiles
+        """.replace("DYNAMIC", DYNAMIC_CONFIG)
+    ).profiles
     assert p.plugins.score == (*only_implemented(KUBE_DEFAULTS["score"]), "Dynamic")
     assert p.scores()[-1] == ("Dynamic", 3)
     assert p.plugins.post_bind == ("Dynamic",)
@@ -113,9 +159,17 @@ def test_the_seed_shape_appends_dynamic_at_score_and_post_bind() -> None:
 
 
 def test_dynamic_in_multi_point_runs_at_all_its_points() -> None:
-    (p,) = load("profiles: [{plugins: {multiPoint: {enabled: [{name: Dynamic, weight: 3}]}}, "
-                f"pluginConfig: [{DYNAMIC_CONFIG}]}}]\n").profiles
-    assert p.plugins.filter[-1] == p.plugins.score[-1] == p.plugins.reserve[-1] == p.plugins.post_bind[-1] == "Dynamic"
+    (p,) = load(
+        "profiles: [{plugins: {multiPoint: {enabled: [{name: Dynamic, weight: 3}]}}, "
+        f"pluginConfig: [{DYNAMIC_CONFIG}]}}]\n"
+    ).profiles
+    assert (
+        p.plugins.filter[-1]
+        == p.plugins.score[-1]
+        == p.plugins.reserve[-1]
+        == p.plugins.post_bind[-1]
+        == "Dynamic"
+    )
     assert p.score_weights["Dynamic"] == 3
 
 
@@ -142,7 +196,9 @@ def test_merge_plugin_set_replaces_in_place_and_appends() -> None:
     assert merged.disabled == (PluginRef("C"),)
 
 
-def test_not_implemented_plugins_load_disabled_with_one_warning_each(caplog: pytest.LogCaptureFixture) -> None:
+def test_not_implemented_plugins_load_disabled_with_one_warning_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.WARNING, logger="scheduler.config")
     (p,) = load("""\
         profiles:
@@ -157,8 +213,12 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(caplog: pyt
         """).profiles
     names = p.plugins.names()
     assert not set(names) & NOT_IMPLEMENTED
-    warned = [r.kv["plugin"] for r in caplog.records if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
-              and r.kv["plugin"] != "DefaultPreemption"]  # type: ignore[attr-defined]
+    warned = [
+        r.kv["plugin"]
+        for r in caplog.records
+        if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
+        and r.kv["plugin"] != "DefaultPreemption"
+    ]  # type: ignore[attr-defined]
     assert sorted(warned) == ["DynamicResources", "ImageLocality", "NodeVolumeLimits", "VolumeZone"]
 
 
@@ -167,31 +227,64 @@ def test_default_preemption_warns_once(caplog: pytest.LogCaptureFixture) -> None
     load("profiles: [{schedulerName: a}, {schedulerName: b}]\n")
     assert [r.getMessage() for r in caplog.records].count(
         "DefaultPreemption is enabled but preemption is not implemented; "
-        "pods that fit no node stay pending until one frees up") == 1
+        "pods that fit no node stay pending until one frees up"
+    ) == 1
     caplog.clear()
     load("profiles: [{plugins: {postFilter: {disabled: [{name: DefaultPreemption}]}}}]\n")
     assert not caplog.records
 
 
-@pytest.mark.parametrize(("plugins", "path", "expected"), [
-    ("{score: {enabled: [{name: Dynamc}]}}", "profiles[0].plugins.score.enabled[0].name",
-     'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, InterPodAffinity'),
-    ("{filter: {disabled: [{name: SelectorSpread}]}}", "profiles[0].plugins.filter.disabled[0].name",
-     'unknown plugin "SelectorSpread"'),
-    ("{score: {enabled: [{name: '*'}]}}", "profiles[0].plugins.score.enabled[0].name", "only valid in disabled"),
-    ("{score: {enabled: [{name: NodePorts}]}}", "profiles[0].plugins.score.enabled[0].name",
-     'plugin "NodePorts" does not run at score; it runs at: preFilter, filter'),
-    ("{filter: {enabled: [{name: NodeName}, {name: NodeName}]}}", "profiles[0].plugins.filter.enabled[1].name",
-     'expected each plugin once, got "NodeName" again'),
-    ("{multiPoint: {enabled: [{name: NodeName}, {name: NodeName}]}}",
-     "profiles[0].plugins.multiPoint.enabled[1].name", "again"),
-    ("{queueSort: {disabled: [{name: '*'}]}}", "profiles[0].plugins.queueSort",
-     "expected exactly one queueSort plugin, got 0"),
-    ("{multiPoint: {disabled: [{name: DefaultBinder}]}}", "profiles[0].plugins.bind", "expected at least one bind"),
-    ("{score: {enabled: [{name: NodeAffinity, weight: -1}]}}", "profiles[0].plugins.score.enabled[0].weight",
-     "expected an integer >= 0, got -1"),
-    ("{scroe: {}}", "profiles[0].plugins.scroe", 'did you mean "score"'),
-])
+@pytest.mark.parametrize(
+    ("plugins", "path", "expected"),
+    [
+        (
+            "{score: {enabled: [{name: Dynamc}]}}",
+            "profiles[0].plugins.score.enabled[0].name",
+            'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, InterPodAffinity',
+        ),
+        (
+            "{filter: {disabled: [{name: SelectorSpread}]}}",
+            "profiles[0].plugins.filter.disabled[0].name",
+            'unknown plugin "SelectorSpread"',
+        ),
+        (
+            "{score: {enabled: [{name: '*'}]}}",
+            "profiles[0].plugins.score.enabled[0].name",
+            "only valid in disabled",
+        ),
+        (
+            "{score: {enabled: [{name: NodePorts}]}}",
+            "profiles[0].plugins.score.enabled[0].name",
+            'plugin "NodePorts" does not run at score; it runs at: preFilter, filter',
+        ),
+        (
+            "{filter: {enabled: [{name: NodeName}, {name: NodeName}]}}",
+            "profiles[0].plugins.filter.enabled[1].name",
+            'expected each plugin once, got "NodeName" again',
+        ),
+        (
+            "{multiPoint: {enabled: [{name: NodeName}, {name: NodeName}]}}",
+            "profiles[0].plugins.multiPoint.enabled[1].name",
+            "again",
+        ),
+        (
+            "{queueSort: {disabled: [{name: '*'}]}}",
+            "profiles[0].plugins.queueSort",
+            "expected exactly one queueSort plugin, got 0",
+        ),
+        (
+            "{multiPoint: {disabled: [{name: DefaultBinder}]}}",
+            "profiles[0].plugins.bind",
+            "expected at least one bind",
+        ),
+        (
+            "{score: {enabled: [{name: NodeAffinity, weight: -1}]}}",
+            "profiles[0].plugins.score.enabled[0].weight",
+            "expected an integer >= 0, got -1",
+        ),
+        ("{scroe: {}}", "profiles[0].plugins.scroe", 'did you mean "score"'),
+    ],
+)
 def test_plugin_errors(plugins: str, path: str, expected: str) -> None:
     e = error(f"profiles: [{{schedulerName: a, plugins: {plugins}}}]\n")
     assert e.path == path
@@ -199,5 +292,7 @@ def test_plugin_errors(plugins: str, path: str, expected: str) -> None:
 
 
 def test_profiles_must_share_the_queue_sort() -> None:
-    e = error("profiles: [{schedulerName: a}, {schedulerName: b, plugins: {queueSort: {disabled: [{name: '*'}]}}}]\n")
+    e = error(
+        "profiles: [{schedulerName: a}, {schedulerName: b, plugins: {queueSort: {disabled: [{name: '*'}]}}}]\n"
+    )
     assert e.path == "profiles[1].plugins.queueSort"

@@ -20,7 +20,11 @@ def test_kube_scheduler_defaults() -> None:
     c = default_config()
     le = c.leader_election
     assert (le.leader_elect, le.lease_duration, le.renew_deadline, le.retry_period) == (True, 15.0, 10.0, 2.0)
-    assert (le.resource_lock, le.resource_name, le.resource_namespace) == ("leases", "kube-scheduler", "kube-system")
+    assert (le.resource_lock, le.resource_name, le.resource_namespace) == (
+        "leases",
+        "kube-scheduler",
+        "kube-system",
+    )
     cc = c.client_connection
     assert (cc.qps, cc.burst, cc.kubeconfig) == (50.0, 100, "")
     assert cc.content_type == "application/vnd.kubernetes.protobuf"
@@ -36,14 +40,19 @@ def test_an_empty_body_is_the_default_configuration() -> None:
 
 def test_contention_profiling_follows_profiling_unless_set() -> None:
     assert load("enableProfiling: false\n").enable_contention_profiling is False
-    assert load("enableProfiling: false\nenableContentionProfiling: true\n").enable_contention_profiling is True
+    assert (
+        load("enableProfiling: false\nenableContentionProfiling: true\n").enable_contention_profiling is True
+    )
 
 
 def test_seed_config_loads_unchanged() -> None:
     c = load_config(SEED, policies=False)
     assert c.source == str(SEED)
     assert c.leader_election.leader_elect is True
-    assert (c.leader_election.resource_name, c.leader_election.resource_namespace) == ("kube-scheduler", "kube-system")
+    assert (c.leader_election.resource_name, c.leader_election.resource_namespace) == (
+        "kube-scheduler",
+        "kube-system",
+    )
     (profile,) = c.profiles
     assert profile.scheduler_name == "default-scheduler"
     assert profile.plugins.score[-1] == "Dynamic"
@@ -60,7 +69,9 @@ def test_seed_config_loads_unchanged() -> None:
 
 def test_older_api_versions_read_as_v1() -> None:
     body = SEED.read_text(encoding="utf-8").split("\n", 1)[1]  # without the apiVersion line
-    configs = [parse_config(f"apiVersion: {GROUP}/{v}\n{body}", policies=False) for v in ("v1", "v1beta3", "v1beta2")]
+    configs = [
+        parse_config(f"apiVersion: {GROUP}/{v}\n{body}", policies=False) for v in ("v1", "v1beta3", "v1beta2")
+    ]
     assert configs[0] == configs[1] == configs[2]
 
 
@@ -73,7 +84,8 @@ def test_v1beta2_insecure_addresses_are_accepted_only_empty() -> None:
 
 def test_dynamic_policy_is_loaded_when_dynamic_is_enabled(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(textwrap.dedent("""\
+    policy.write_text(
+        textwrap.dedent("""\
         apiVersion: scheduler.policy.crane.io/v1alpha1
         kind: DynamicSchedulerPolicy
         spec:
@@ -81,7 +93,8 @@ def test_dynamic_policy_is_loaded_when_dynamic_is_enabled(tmp_path: Path) -> Non
           predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
           priority: [{name: cpu_usage_avg_5m, weight: 0.2}]
           hotValue: [{timeRange: 5m, count: 5}]
-        """))
+        """)
+    )
     text = SEED.read_text(encoding="utf-8").replace("/etc/kubernetes/policy.yaml", str(policy))
     c = parse_config(text, file="seed.yaml")
     assert list(c.dynamic_policies) == [str(policy)]
@@ -130,7 +143,9 @@ def test_invalid_yaml_names_line_and_column() -> None:
     assert e.message.startswith("invalid YAML: while parsing a block collection, expected <block end>")
     e = error("parallelism: 4\nleaderElection: {leaderElect: true\n")
     assert e.path == "line 5, column 1"
-    assert e.message == "invalid YAML: while parsing a flow mapping, expected ',' or '}', but got '<stream end>'"
+    assert (
+        e.message == "invalid YAML: while parsing a flow mapping, expected ',' or '}', but got '<stream end>'"
+    )
 
 
 def test_duplicate_keys_are_rejected() -> None:
@@ -139,23 +154,32 @@ def test_duplicate_keys_are_rejected() -> None:
     assert 'duplicate key "parallelism"' in e.message
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "expected a KubeSchedulerConfiguration document, got an empty file"),
-    ("- a\n", "expected a KubeSchedulerConfiguration mapping, got a list"),
-    ("a: 1\n---\nb: 2\n", "expected one YAML document, got 2"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "expected a KubeSchedulerConfiguration document, got an empty file"),
+        ("- a\n", "expected a KubeSchedulerConfiguration mapping, got a list"),
+        ("a: 1\n---\nb: 2\n", "expected one YAML document, got 2"),
+    ],
+)
 def test_not_one_mapping(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(text, file="f.yaml")
     assert info.value.message == message
 
 
-@pytest.mark.parametrize(("header", "path"), [
-    ("kind: KubeSchedulerConfiguration\n", "apiVersion"),
-    ("apiVersion: kubescheduler.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n", "apiVersion"),
-    ("apiVersion: kubescheduler.config.k8s.io/v1\n", "kind"),
-    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeProxyConfiguration\n", "kind"),
-])
+@pytest.mark.parametrize(
+    ("header", "path"),
+    [
+        ("kind: KubeSchedulerConfiguration\n", "apiVersion"),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n",
+            "apiVersion",
+        ),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\n", "kind"),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeProxyConfiguration\n", "kind"),
+    ],
+)
 def test_wrong_api_version_or_kind(header: str, path: str) -> None:
     assert error("", header).path == path
 
@@ -163,36 +187,84 @@ def test_wrong_api_version_or_kind(header: str, path: str) -> None:
 # --- field errors ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("body", "path", "expected"), [
-    ("parallelizm: 4\n", "parallelizm", 'unknown field (did you mean "parallelism"?)'),
-    ("leaderElection: {leaderElect: true, leaseDurationn: 15s}\n", "leaderElection.leaseDurationn", "unknown field"),
-    ("profiles: [{schedulerName: a, plugin: {}}]\n", "profiles[0].plugin", "unknown field"),
-    ("parallelism: four\n", "parallelism", 'expected an integer >= 1, got "four"'),
-    ("parallelism: 0\n", "parallelism", "expected an integer >= 1, got 0"),
-    ("percentageOfNodesToScore: 101\n", "percentageOfNodesToScore", "expected an integer 0..100, got 101"),
-    ("profiles: [{schedulerName: a, percentageOfNodesToScore: -1}]\n", "profiles[0].percentageOfNodesToScore",
-     "expected an integer 0..100, got -1"),
-    ("podInitialBackoffSeconds: 0\n", "podInitialBackoffSeconds", "expected an integer >= 1, got 0"),
-    ("podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 4\n", "podMaxBackoffSeconds",
-     "expected an integer >= podInitialBackoffSeconds (5), got 4"),
-    ("leaderElection: {leaseDuration: 15}\n", "leaderElection.leaseDuration", 'expected a Go duration like "15s"'),
-    ("leaderElection: {leaseDuration: 15x}\n", "leaderElection.leaseDuration", 'unknown unit "x"'),
-    ("leaderElection: {retryPeriod: 0s}\n", "leaderElection.retryPeriod", "expected a Go duration greater than 0"),
-    ("leaderElection: {leaseDuration: 10s}\n", "leaderElection.leaseDuration", "expected more than renewDeadline"),
-    ("leaderElection: {renewDeadline: 2s}\n", "leaderElection.renewDeadline", "expected more than 1.2 x retryPeriod"),
-    ("leaderElection: {resourceLock: endpoints}\n", "leaderElection.resourceLock", 'expected "leases"'),
-    ("leaderElection: {resourceLock: configmapsleases}\n", "leaderElection.resourceLock", 'expected "leases"'),
-    ("leaderElection: {resourceName: ''}\n", "leaderElection.resourceName", "expected a non-empty string"),
-    ("clientConnection: {qps: 0}\n", "clientConnection.qps", "expected a number > 0, got 0"),
-    ("clientConnection: {burst: 1.5}\n", "clientConnection.burst", "expected an integer >= 1, got 1.5"),
-    ("clientConnection: {kubeconfig: 3}\n", "clientConnection.kubeconfig", "expected a string, got 3"),
-    ("enableProfiling: maybe\n", "enableProfiling", 'expected a boolean (true or false), got "maybe"'),
-    ("extenders: [{urlPrefix: 'http://x'}]\n", "extenders", "not supported"),
-    ("profiles: [{schedulerName: a}, {schedulerName: a}]\n", "profiles[1].schedulerName",
-     'expected a unique name, got "a" (also profiles[0])'),
-    ("profiles: [{schedulerName: a}, {}]\n", "profiles[1].schedulerName", "required when there are several profiles"),
-    ("profiles: [{schedulerName: ''}]\n", "profiles[0].schedulerName", "expected a non-empty string"),
-])
+@pytest.mark.parametrize(
+    ("body", "path", "expected"),
+    [
+        ("parallelizm: 4\n", "parallelizm", 'unknown field (did you mean "parallelism"?)'),
+        (
+            "leaderElection: {leaderElect: true, leaseDurationn: 15s}\n",
+            "leaderElection.leaseDurationn",
+            "unknown field",
+        ),
+        ("profiles: [{schedulerName: a, plugin: {}}]\n", "profiles[0].plugin", "unknown field"),
+        ("parallelism: four\n", "parallelism", 'expected an integer >= 1, got "four"'),
+        ("parallelism: 0\n", "parallelism", "expected an integer >= 1, got 0"),
+        (
+            "percentageOfNodesToScore: 101\n",
+            "percentageOfNodesToScore",
+            "expected an integer 0..100, got 101",
+        ),
+        (
+            "profiles: [{schedulerName: a, percentageOfNodesToScore: -1}]\n",
+            "profiles[0].percentageOfNodesToScore",
+            "expected an integer 0..100, got -1",
+        ),
+        ("podInitialBackoffSeconds: 0\n", "podInitialBackoffSeconds", "expected an integer >= 1, got 0"),
+        (
+            "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 4\n",
+            "podMaxBackoffSeconds",
+            "expected an integer >= podInitialBackoffSeconds (5), got 4",
+        ),
+        (
+            "leaderElection: {leaseDuration: 15}\n",
+            "leaderElection.leaseDuration",
+            'expected a Go duration like "15s"',
+        ),
+        ("leaderElection: {leaseDuration: 15x}\n", "leaderElection.leaseDuration", 'unknown unit "x"'),
+        (
+            "leaderElection: {retryPeriod: 0s}\n",
+            "leaderElection.retryPeriod",
+            "expected a Go duration greater than 0",
+        ),
+        (
+            "leaderElection: {leaseDuration: 10s}\n",
+            "leaderElection.leaseDuration",
+            "expected more than renewDeadline",
+        ),
+        (
+            "leaderElection: {renewDeadline: 2s}\n",
+            "leaderElection.renewDeadline",
+            "expected more than 1.2 x retryPeriod",
+        ),
+        ("leaderElection: {resourceLock: endpoints}\n", "leaderElection.resourceLock", 'expected "leases"'),
+        (
+            "leaderElection: {resourceLock: configmapsleases}\n",
+            "leaderElection.resourceLock",
+            'expected "leases"',
+        ),
+        (
+            "leaderElection: {resourceName: ''}\n",
+            "leaderElection.resourceName",
+            "expected a non-empty string",
+        ),
+        ("clientConnection: {qps: 0}\n", "clientConnection.qps", "expected a number > 0, got 0"),
+        ("clientConnection: {burst: 1.5}\n", "clientConnection.burst", "expected an integer >= 1, got 1.5"),
+        ("clientConnection: {kubeconfig: 3}\n", "clientConnection.kubeconfig", "expected a string, got 3"),
+        ("enableProfiling: maybe\n", "enableProfiling", 'expected a boolean (true or false), got "maybe"'),
+        ("extenders: [{urlPrefix: 'http://x'}]\n", "extenders", "not supported"),
+        (
+            "profiles: [{schedulerName: a}, {schedulerName: a}]\n",
+            "profiles[1].schedulerName",
+            'expected a unique name, got "a" (also profiles[0])',
+        ),
+        (
+            "profiles: [{schedulerName: a}, {}]\n",
+            "profiles[1].schedulerName",
+            "required when there are several profiles",
+        ),
+        ("profiles: [{schedulerName: ''}]\n", "profiles[0].schedulerName", "expected a non-empty string"),
+    ],
+)
 def test_field_errors(body: str, path: str, expected: str) -> None:
     e = error(body)
     assert e.path == path
@@ -200,10 +272,14 @@ def test_field_errors(body: str, path: str, expected: str) -> None:
 
 
 def test_error_text_is_file_path_expectation() -> None:
-    e = error("profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, args: "
-              "{hardPodAffinityWeight: x}}]}]\n")
-    assert str(e) == ('sched.yaml: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: '
-                      'expected an integer 0..100, got "x"')
+    e = error(
+        "profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, args: "
+        "{hardPodAffinityWeight: x}}]}]\n"
+    )
+    assert str(e) == (
+        "sched.yaml: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: "
+        'expected an integer 0..100, got "x"'
+    )
 
 
 def test_leader_election_durations_need_not_be_consistent_when_off() -> None:
@@ -212,13 +288,17 @@ def test_leader_election_durations_need_not_be_consistent_when_off() -> None:
 
 
 def test_profile_percentage_overrides_the_global_one() -> None:
-    c = load("percentageOfNodesToScore: 30\nprofiles: [{schedulerName: a, percentageOfNodesToScore: 50}, "
-             "{schedulerName: b}]\n")
+    c = load(
+        "percentageOfNodesToScore: 30\nprofiles: [{schedulerName: a, percentageOfNodesToScore: 50}, "
+        "{schedulerName: b}]\n"
+    )
     assert [c.percentage_for(p) for p in c.profiles] == [50, 30]
 
 
 def test_plugin_config_for_a_plugin_the_profile_does_not_enable() -> None:
-    e = error("profiles: [{schedulerName: a, pluginConfig: [{name: Dynamic, args: {promeAddr: http://p}}]}]\n")
+    e = error(
+        "profiles: [{schedulerName: a, pluginConfig: [{name: Dynamic, args: {promeAddr: http://p}}]}]\n"
+    )
     assert e.path == "profiles[0].pluginConfig[0].name"
     assert "expected a plugin this profile enables" in e.message
 
@@ -226,7 +306,9 @@ def test_plugin_config_for_a_plugin_the_profile_does_not_enable() -> None:
 def test_plugin_config_for_an_unknown_plugin() -> None:
     e = error("profiles: [{schedulerName: a, pluginConfig: [{name: Dynamo}]}]\n")
     assert e.path == "profiles[0].pluginConfig[0].name"
-    assert e.message.startswith('unknown plugin "Dynamo"; known plugins: DefaultBinder, DefaultPreemption, Dynamic')
+    assert e.message.startswith(
+        'unknown plugin "Dynamo"; known plugins: DefaultBinder, DefaultPreemption, Dynamic'
+    )
 
 
 def test_plugin_config_twice_for_one_plugin() -> None:
@@ -242,8 +324,10 @@ def test_enabling_dynamic_needs_its_args() -> None:
 
 def test_plugin_config_of_a_not_implemented_plugin_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="scheduler.config")
-    c = load("profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]},"
-             " {schedulerName: b, pluginConfig: [{name: DynamicResources}]}]\n")
+    c = load(
+        "profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]},"
+        " {schedulerName: b, pluginConfig: [{name: DynamicResources}]}]\n"
+    )
     assert "DynamicResources" not in c.profiles[0].args
     warned = [r for r in caplog.records if getattr(r, "kv", {}).get("plugin") == "DynamicResources"]
     assert len(warned) == 1
@@ -259,4 +343,5 @@ def test_args_for_a_plugin_that_takes_none() -> None:
     e = error("profiles: [{schedulerName: a, pluginConfig: [{name: NodePorts, args: {x: 1}}]}]\n")
     assert e.path == "profiles[0].pluginConfig[0].args"
     assert load("profiles: [{schedulerName: a, pluginConfig: [{name: NodePorts, args: {}}]}]\n") == load(
-        "profiles: [{schedulerName: a}]\n")
+        "profiles: [{schedulerName: a}]\n"
+    )

@@ -70,16 +70,25 @@ def test_seed_config_round_trips() -> None:
 
 def test_output_is_v1_with_go_durations_and_every_default() -> None:
     doc = yaml.safe_load(dump_config(load(CONFIGS["several profiles"])))
-    assert (doc["apiVersion"], doc["kind"]) == ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
+    assert (doc["apiVersion"], doc["kind"]) == (
+        "kubescheduler.config.k8s.io/v1",
+        "KubeSchedulerConfiguration",
+    )
     le = doc["leaderElection"]
     assert (le["leaseDuration"], le["renewDeadline"], le["retryPeriod"]) == ("1m30.5s", "250ms", "100ms")
-    assert (le["resourceName"], le["resourceNamespace"], le["resourceLock"]) == ("kube-scheduler", "kube-system",
-                                                                                 "leases")
+    assert (le["resourceName"], le["resourceNamespace"], le["resourceLock"]) == (
+        "kube-scheduler",
+        "kube-system",
+        "leases",
+    )
     assert doc["enableContentionProfiling"] is False
     a, b = doc["profiles"]
     dynamic = next(e["args"] for e in a["pluginConfig"] if e["name"] == "Dynamic")
     assert (dynamic["metricsUpdatePeriodBySeconds"], dynamic["queryTimeout"], dynamic["staleGrace"]) == (
-        "5m0s", "5s", "5m0s")
+        "5m0s",
+        "5s",
+        "5m0s",
+    )
     assert "VolumeZone" not in str(a["plugins"])  # not implemented: not part of the effective config
     assert "percentageOfNodesToScore" not in b
 

@@ -58,8 +58,13 @@ def test_affinity_lists() -> None:
     c = Cache()
     c.add_node(node("n1"))
     c.add_node(node("n2"))
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
     c.add_pod(pinfo("p", node="n2", affinity=anti))
     assert [n.name for n in c.have_pods_with_required_anti_affinity()] == ["n2"]
     assert [n.name for n in c.have_pods_with_affinity()] == ["n2"]
@@ -70,8 +75,13 @@ def test_affinity_lists_follow_pods_and_nodes() -> None:
     c.add_node(node("n1"))
     c.add_node(node("n2"))
     assert c.have_pods_with_affinity() == [] and c.have_pods_with_required_anti_affinity() == []
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
     p = pinfo("p", node="n1", affinity=anti)
     c.add_pod(p)
     assert [n.name for n in c.have_pods_with_required_anti_affinity()] == ["n1"]

@@ -117,8 +117,11 @@ def test_failed_bind_forgets_and_retries(env) -> None:
     handlers.on_node_add(node("n1", cpu="1"))
     handlers.on_pod_add(pod("p", cpu="1"))
     io.wait(lambda: "default/p" in io.bound, timeout=15)
-    assert io.failures[0] == ("default/p", "binding rejected: the server is currently unable to handle the request",
-                              "SchedulerError")
+    assert io.failures[0] == (
+        "default/p",
+        "binding rejected: the server is currently unable to handle the request",
+        "SchedulerError",
+    )
 
 
 def test_pods_of_other_schedulers_and_bound_pods_are_not_queued(env) -> None:

@@ -45,24 +45,37 @@ def cluster(n: int) -> Cache:
     return c
 
 
-@pytest.mark.parametrize(("pct", "nodes", "want"), [
-    (0, 50, 50), (0, 100, 100), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300),
-    (10, 5000, 500), (100, 5000, 5000), (1, 500, 100), (50, 300, 150),
-])
+@pytest.mark.parametrize(
+    ("pct", "nodes", "want"),
+    [
+        (0, 50, 50),
+        (0, 100, 100),
+        (0, 1000, 420),
+        (0, 5000, 500),
+        (0, 6000, 300),
+        (10, 5000, 500),
+        (100, 5000, 5000),
+        (1, 500, 100),
+        (50, 300, 150),
+    ],
+)
 def test_num_feasible_nodes_to_find_matches_kube_scheduler(pct, nodes, want) -> None:
     # 1000 nodes: adaptive 50 - 1000/125 = 42%; 6000 nodes: 50 - 48 = 2% -> floor 5% = 300.
     assert num_feasible_nodes_to_find(pct, nodes) == want
 
 
 def test_fit_error_message_aggregates_reasons_like_kube_scheduler() -> None:
-    taint = RejectNodes("TaintToleration", {"n0"}, "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }")
+    taint = RejectNodes(
+        "TaintToleration", {"n0"}, "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
+    )
     cpu = RejectNodes("NodeResourcesFit", {"n1", "n2"}, "Insufficient cpu")
     prof = Profile("default-scheduler", [taint, cpu], filters=["TaintToleration", "NodeResourcesFit"])
     with pytest.raises(FitError) as e:
         prof.schedule(CycleState(), pinfo("p"), cluster(3))
     assert e.value.message() == (
         "0/3 nodes are available: 1 node(s) had untolerated taint "
-        "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.")
+        "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+    )
     assert e.value.unschedulable_plugins() == {"TaintToleration", "NodeResourcesFit"}
 
 
@@ -124,8 +137,9 @@ def test_pre_filter_skip_and_result() -> None:
     prof = Profile("p", [OnlyN1(), busy], filters=["NodeAffinity", "NodeResourcesFit"])
     with pytest.raises(FitError) as e:
         prof.schedule(CycleState(), pinfo("p"), cluster(3))
-    assert e.value.message() == ("0/3 nodes are available: 1 Insufficient cpu, "
-                                 "2 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+    assert e.value.message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )
 
 
 def test_pre_filter_rejection_is_the_message() -> None:

@@ -13,8 +13,10 @@ from tests.apiserver import ControlPlane
 
 def service_account_client(cp: ControlPlane, namespace: str, name: str) -> ApiClient:
     """A client authenticated as ServiceAccount ``namespace/name`` (the user and groups its token would give)."""
-    return cp.api_client(user=f"system:serviceaccount:{namespace}:{name}",
-                         groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"))
+    return cp.api_client(
+        user=f"system:serviceaccount:{namespace}:{name}",
+        groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+    )
 
 
 def existing(admin: ApiClient, objects: list[dict[str, Any]]) -> list[str]:
@@ -25,7 +27,9 @@ def existing(admin: ApiClient, objects: list[dict[str, Any]]) -> list[str]:
         live = cluster.get(o)
         if live is not None and not live["metadata"].get("deletionTimestamp"):
             meta = o["metadata"]
-            out.append(f"{o['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta['name']}")
+            out.append(
+                f"{o['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta['name']}"
+            )
     return out
 
 
@@ -42,6 +46,13 @@ def namespace_state(admin: ApiClient, name: str) -> str:
 
 def make_pod(admin: ApiClient, namespace: str, name: str, labels: dict[str, str] | None = None) -> Any:
     """A pod for a scheduler nobody runs, so nothing else touches it."""
-    return CoreV1Api(admin).create_namespaced_pod(namespace, {
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    return CoreV1Api(admin).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {
+                "schedulerName": "nobody",
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        },
+    )

@@ -29,9 +29,14 @@ pytestmark = pytest.mark.apiserver
 def dry_run(admin: ApiClient, obj: dict[str, Any]) -> None:
     cluster = Cluster(admin)
     res = cluster.resource(obj)
-    cluster.dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
-                                  namespace=obj["metadata"].get("namespace") if res.namespaced else None,
-                                  field_manager=FIELD_MANAGER, dry_run="All")
+    cluster.dyn.server_side_apply(
+        res,
+        body=obj,
+        name=obj["metadata"]["name"],
+        namespace=obj["metadata"].get("namespace") if res.namespaced else None,
+        field_manager=FIELD_MANAGER,
+        dry_run="All",
+    )
 
 
 def cleanup(apiserver: ControlPlane, *argv: str) -> None:
@@ -44,8 +49,9 @@ def cleanup(apiserver: ControlPlane, *argv: str) -> None:
 
 @pytest.mark.parametrize("sets", [(), ("static.mode=replace", "takeover=false", "nodeName=n1")])
 @pytest.mark.parametrize("method", METHODS)
-def test_server_side_dry_run_of_every_rendered_object(admin: ApiClient, namespace: str, method: str,
-                                                      sets: tuple[str, ...]) -> None:
+def test_server_side_dry_run_of_every_rendered_object(
+    admin: ApiClient, namespace: str, method: str, sets: tuple[str, ...]
+) -> None:
     objects = all_objects(rendered(method, f"namespace={namespace}", *sets))
     assert objects
     for obj in objects:
@@ -53,12 +59,18 @@ def test_server_side_dry_run_of_every_rendered_object(admin: ApiClient, namespac
     assert existing(admin, [o for o in objects if o["kind"] != "Namespace"]) == []
 
 
-def test_the_scheduler_pods_priority_class_is_admitted_in_our_namespace(admin: ApiClient, namespace: str) -> None:
+def test_the_scheduler_pods_priority_class_is_admitted_in_our_namespace(
+    admin: ApiClient, namespace: str
+) -> None:
     """system-cluster-critical outside kube-system (allowed since Kubernetes 1.17): the pod the
     Deployment would create passes admission in our namespace; an unknown class does not."""
     dep = rendered("lease", f"namespace={namespace}").objects[-1]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace},
-           "spec": copy.deepcopy(dep["spec"]["template"]["spec"])}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": copy.deepcopy(dep["spec"]["template"]["spec"]),
+    }
     pod["spec"]["serviceAccountName"] = "default"
     core = CoreV1Api(admin)
     created = core.create_namespaced_pod(namespace, pod, dry_run="All")
@@ -72,8 +84,9 @@ def test_the_scheduler_pods_priority_class_is_admitted_in_our_namespace(admin: A
 # --- all or nothing ----------------------------------------------------------------------------
 
 
-def test_apply_creates_everything_then_restore_removes_it(apiserver: ControlPlane, admin: ApiClient, unique: str,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_creates_everything_then_restore_removes_it(
+    apiserver: ControlPlane, admin: ApiClient, unique: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     sets = [f"namespace={unique}"]
     objects = rendered("lease", *sets).objects
     try:
@@ -95,17 +108,23 @@ def test_apply_creates_everything_then_restore_removes_it(apiserver: ControlPlan
         cleanup(apiserver, "lease", "--set", sets[0])
 
 
-def test_apply_waits_until_a_namespace_being_deleted_is_gone(apiserver: ControlPlane, admin: ApiClient,
-                                                             unique: str) -> None:
+def test_apply_waits_until_a_namespace_being_deleted_is_gone(
+    apiserver: ControlPlane, admin: ApiClient, unique: str
+) -> None:
     """A deploy right after a restore: our namespace is still being deleted (the namespace
     controller empties it first, which takes a while). Nothing can be created in it, so apply
     waits until it is gone, then creates it again; if it never goes, apply says so and stops."""
     objects = rendered("lease", f"namespace={unique}").objects
     core = CoreV1Api(admin)
-    core.create_namespace({"metadata": {"name": unique, "labels": {"app.kubernetes.io/managed-by": "dynamic-scheduler"}}})
+    core.create_namespace(
+        {"metadata": {"name": unique, "labels": {"app.kubernetes.io/managed-by": "dynamic-scheduler"}}}
+    )
     core.delete_namespace(unique)  # Terminating for good here: no namespace controller runs
-    with pytest.raises(DeployError, match=rf"namespace {unique} deleted: not done after 2s; last status: "
-                                          rf"Terminating: nothing can be created in a namespace being deleted"):
+    with pytest.raises(
+        DeployError,
+        match=rf"namespace {unique} deleted: not done after 2s; last status: "
+        rf"Terminating: nothing can be created in a namespace being deleted",
+    ):
         Cluster(admin).apply(objects, namespace_wait=2)
     assert existing(admin, [o for o in objects if o["kind"] != "Namespace"]) == []
     # What the namespace controller does once the namespace is empty, a moment later.
@@ -120,17 +139,27 @@ def test_apply_waits_until_a_namespace_being_deleted_is_gone(apiserver: ControlP
         cleanup(apiserver, "lease", "--set", f"namespace={unique}")
 
 
-def test_a_manifest_the_server_rejects_changes_nothing(apiserver: ControlPlane, admin: ApiClient, unique: str,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_manifest_the_server_rejects_changes_nothing(
+    apiserver: ControlPlane, admin: ApiClient, unique: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """requests above limits passes our schema and the offline schema, but not the API server."""
-    sets = ["--set", f"namespace={unique}", "--set", "resources.requests.cpu=2", "--set", "resources.limits.cpu=1"]
+    sets = [
+        "--set",
+        f"namespace={unique}",
+        "--set",
+        "resources.requests.cpu=2",
+        "--set",
+        "resources.limits.cpu=1",
+    ]
     objects = rendered("lease", f"namespace={unique}").objects
     try:
         code, out, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, *sets], capsys)
         assert (code, out) == (1, "")
         err = error_of(err)
-        assert err.startswith("error: deploy: the server rejects (dry run; nothing was changed):\n"
-                              f"  Deployment {unique}/dynamic-scheduler: 422 ")
+        assert err.startswith(
+            "error: deploy: the server rejects (dry run; nothing was changed):\n"
+            f"  Deployment {unique}/dynamic-scheduler: 422 "
+        )
         assert "must be less than or equal to cpu limit" in err
         assert existing(admin, objects) == []
         # the namespace had to exist for the dry run of what goes in it; it was deleted again
@@ -140,10 +169,17 @@ def test_a_manifest_the_server_rejects_changes_nothing(apiserver: ControlPlane, 
 
 
 def test_into_an_existing_namespace_a_rejected_deploy_touches_nothing(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = CoreV1Api(admin).read_namespace(namespace).metadata.resource_version
-    sets = ["--set", f"namespace={namespace}", "--set", "resources.requests.memory=2Gi",
-            "--set", "resources.limits.memory=1Gi"]
+    sets = [
+        "--set",
+        f"namespace={namespace}",
+        "--set",
+        "resources.requests.memory=2Gi",
+        "--set",
+        "resources.limits.memory=1Gi",
+    ]
     code, _, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, *sets], capsys)
     assert code == 1 and "nothing was changed" in error_of(err)
     assert existing(admin, rendered("lease", f"namespace={namespace}").objects) == [f"Namespace {namespace}"]
@@ -151,20 +187,29 @@ def test_into_an_existing_namespace_a_rejected_deploy_touches_nothing(
 
 
 def test_without_access_deploy_stops_before_changing_anything(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A user who may read everything and write nothing: the access check lists what deploy needs."""
     user = f"viewer-{namespace}"
     rbac = RbacAuthorizationV1Api(admin)
-    rbac.create_cluster_role({"metadata": {"name": user}, "rules": [
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]})
-    rbac.create_cluster_role_binding({
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"kind": "User", "name": user}]})
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": user},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"kind": "User", "name": user}],
+        }
+    )
     try:
         kubeconfig = apiserver.kubeconfig_for(user)
-        code, out, err = run_main(deploy.main, ["lease", "--kubeconfig", str(kubeconfig), "--set",
-                                                f"namespace={namespace}"], capsys)
+        code, out, err = run_main(
+            deploy.main, ["lease", "--kubeconfig", str(kubeconfig), "--set", f"namespace={namespace}"], capsys
+        )
         assert (code, out) == (1, "")
         err = error_of(err)
         assert err.startswith("error: deploy: deploy lease: not allowed to ")
@@ -172,32 +217,44 @@ def test_without_access_deploy_stops_before_changing_anything(
         assert f"patch deployments.apps dynamic-scheduler in namespace {namespace}" in err
         assert "patch clusterroles.rbac.authorization.k8s.io dynamic-scheduler;" in err
         assert "get deployments.apps" not in err
-        assert existing(admin, rendered("lease", f"namespace={namespace}").objects) == [f"Namespace {namespace}"]
+        assert existing(admin, rendered("lease", f"namespace={namespace}").objects) == [
+            f"Namespace {namespace}"
+        ]
     finally:
         rbac.delete_cluster_role_binding(user)
         rbac.delete_cluster_role(user)
 
 
 def test_a_user_who_cannot_read_the_objects_is_told_so(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = apiserver.kubeconfig_for(f"nobody-{namespace}")
-    code, _, err = run_main(deploy.main, ["prometheus", "--kubeconfig", str(kubeconfig), "--set",
-                                          f"namespace={namespace}"], capsys)
+    code, _, err = run_main(
+        deploy.main,
+        ["prometheus", "--kubeconfig", str(kubeconfig), "--set", f"namespace={namespace}"],
+        capsys,
+    )
     assert code == 1
     # the first thing deploy prometheus reads is the node list (for static discovery)
-    assert error_of(err) == "error: deploy: deploy prometheus: not allowed to list nodes (nothing was changed)\n"
+    assert (
+        error_of(err) == "error: deploy: deploy prometheus: not allowed to list nodes (nothing was changed)\n"
+    )
 
 
-def test_a_namespace_that_is_not_ours_is_left_alone(apiserver: ControlPlane, admin: ApiClient, namespace: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_namespace_that_is_not_ours_is_left_alone(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     objects = rendered("lease", f"namespace={namespace}").objects
     try:
         created = Cluster(admin).apply(objects)
         assert "Namespace" not in [o["kind"] for o in created]
         labels = CoreV1Api(admin).read_namespace(namespace).metadata.labels or {}
         assert "app.kubernetes.io/managed-by" not in labels
-        code, _, err = run_main(restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig,
-                                               "--set", f"namespace={namespace}"], capsys)
+        code, _, err = run_main(
+            restore.main,
+            ["lease", "--kubeconfig", apiserver.kubeconfig, "--set", f"namespace={namespace}"],
+            capsys,
+        )
         assert code == 0, err
         assert namespace_state(admin, namespace) == "Active"
         assert existing(admin, objects) == [f"Namespace {namespace}"]
@@ -209,25 +266,41 @@ def test_a_namespace_that_is_not_ours_is_left_alone(apiserver: ControlPlane, adm
 
 
 def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The Lease names one of ours; the real kube-scheduler takes it once it lapses.
 
     The Lease lives in the test's namespace under kube-scheduler's name: the built-in
     system:kube-scheduler role may update Leases called kube-scheduler, in any namespace."""
     sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
-    Cluster(admin).apply(rendered("lease", f"namespace={namespace}",
-                                  f"leaderElection.resourceNamespace={namespace}").objects)
+    Cluster(admin).apply(
+        rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
+    )
     ours = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(namespace, {
-        "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
-        "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now}})
-    ks = apiserver.start_kube_scheduler({"leaderElection": {
-        "leaderElect": True, "resourceNamespace": namespace, "resourceName": "kube-scheduler",
-        "leaseDuration": "6s", "renewDeadline": "4s", "retryPeriod": "1s"}})
+    CoordinationV1Api(admin).create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
+            "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
+        },
+    )
+    ks = apiserver.start_kube_scheduler(
+        {
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceNamespace": namespace,
+                "resourceName": "kube-scheduler",
+                "leaseDuration": "6s",
+                "renewDeadline": "4s",
+                "retryPeriod": "1s",
+            }
+        }
+    )
     try:
-        code, out, err = run_main(restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig,
-                                                 "--timeout", "60", *sets], capsys)
+        code, out, err = run_main(
+            restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "60", *sets], capsys
+        )
         assert code == 0, err + ks.tail()
         h = holder(read_lease(admin, namespace, "kube-scheduler"))
         assert h.startswith(socket.gethostname() + "_") and h != ours
@@ -238,24 +311,53 @@ def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
 
 
 def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Any,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane,
+    admin: ApiClient,
+    namespace: str,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The Lease is held by a replica of the lease method (annotated as ours): restoring the static
     method, which comes first, must not wait for kube-scheduler to get it back, which cannot happen
     while that Deployment runs."""
     sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
     replica = "dynamic-scheduler-6f7d8c9b5-x2x4z"
-    make_pod(admin, namespace, replica, {"app.kubernetes.io/name": "dynamic-scheduler",
-                                         "app.kubernetes.io/component": "scheduler"})
+    make_pod(
+        admin,
+        namespace,
+        replica,
+        {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": "scheduler"},
+    )
     ours = f"{replica}_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(namespace, {
-        "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
-        "spec": {"holderIdentity": ours, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now}})
+    CoordinationV1Api(admin).create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
+            "spec": {
+                "holderIdentity": ours,
+                "leaseDurationSeconds": 15,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+    )
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
-            "--set", f"static.configDir={tmp_path}/ds", "--timeout", "5", *sets]
+    argv = [
+        "static",
+        "--kubeconfig",
+        apiserver.kubeconfig,
+        "--manifest-dir",
+        str(manifests),
+        "--node-name",
+        "n1",
+        "--set",
+        f"static.configDir={tmp_path}/ds",
+        "--timeout",
+        "5",
+        *sets,
+    ]
     code, out, err = run_main(restore.main, argv, capsys)
     assert code == 0, err
     assert "back with kube-scheduler" not in err
@@ -264,40 +366,81 @@ def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
 
 @pytest.mark.parametrize("annotated", [True, False])
 def test_restore_static_deletes_beside_modes_own_lease_unless_a_stranger_holds_it(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Any,
-        capsys: pytest.CaptureFixture[str], annotated: bool) -> None:
+    apiserver: ControlPlane,
+    admin: ApiClient,
+    namespace: str,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    annotated: bool,
+) -> None:
     """Our static pod in beside mode leaves its own Lease (released, or held by a killed pod);
     restore removes it. A Lease of that name held by another scheduler is not ours to delete."""
     sets = ["--set", f"leaderElection.resourceNamespace={namespace}"]
     coord = CoordinationV1Api(admin)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     who = "n1_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
-    coord.create_namespaced_lease(namespace, {
-        "metadata": {"name": "my-scheduler", "annotations": {"dynamic-scheduler.io/holder": who if annotated else ""}},
-        "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now}})
+    coord.create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {
+                "name": "my-scheduler",
+                "annotations": {"dynamic-scheduler.io/holder": who if annotated else ""},
+            },
+            "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now},
+        },
+    )
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
-            "--set", f"static.configDir={tmp_path}/ds", "--timeout", "5", *sets]
+    argv = [
+        "static",
+        "--kubeconfig",
+        apiserver.kubeconfig,
+        "--manifest-dir",
+        str(manifests),
+        "--node-name",
+        "n1",
+        "--set",
+        f"static.configDir={tmp_path}/ds",
+        "--timeout",
+        "5",
+        *sets,
+    ]
     code, out, err = run_main(restore.main, argv, capsys)
     assert code == 0, err
     assert (read_lease(admin, namespace, "my-scheduler") is None) == annotated
 
 
-def test_restore_static_needs_a_way_to_the_nodes(apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restore_static_needs_a_way_to_the_nodes(
+    apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_main(restore.main, ["static", "--kubeconfig", apiserver.kubeconfig], capsys)
     assert (code, out) == (1, "")
-    assert error_of(err) == "error: restore: static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes\n"
+    assert (
+        error_of(err)
+        == "error: restore: static needs --kind-cluster NAME or --manifest-dir DIR to reach the nodes\n"
+    )
 
 
-def test_deploy_static_stops_when_the_node_is_not_kubeadms(apiserver: ControlPlane, admin: ApiClient, tmp_path: Any,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_static_stops_when_the_node_is_not_kubeadms(
+    apiserver: ControlPlane, admin: ApiClient, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Run on 'the node' (--manifest-dir) without kubeadm's scheduler.conf: refused, nothing written,
     and the beside-mode RBAC objects were not applied either."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests), "--node-name", "n1",
-            "--set", f"static.configDir={tmp_path}/ds", "--set", f"static.kubeconfig={tmp_path}/scheduler.conf"]
+    argv = [
+        "static",
+        "--kubeconfig",
+        apiserver.kubeconfig,
+        "--manifest-dir",
+        str(manifests),
+        "--node-name",
+        "n1",
+        "--set",
+        f"static.configDir={tmp_path}/ds",
+        "--set",
+        f"static.kubeconfig={tmp_path}/scheduler.conf",
+    ]
     code, out, err = run_main(deploy.main, argv, capsys)
     assert (code, out) == (1, "")
     assert error_of(err).startswith(f"error: deploy: n1: {tmp_path}/scheduler.conf not found")
@@ -306,24 +449,42 @@ def test_deploy_static_stops_when_the_node_is_not_kubeadms(apiserver: ControlPla
 
 
 def test_a_rollout_that_does_not_finish_is_reported_with_the_pods_status(
-        apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """No controller runs here, so the rollout never finishes; a pod stuck pulling its image shows why."""
     core = CoreV1Api(admin)
     labels = {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": "scheduler"}
     make_pod(admin, namespace, "dynamic-scheduler-x", labels)
-    core.patch_namespaced_pod_status("dynamic-scheduler-x", namespace, {"status": {
-        "phase": "Pending", "containerStatuses": [{
-            "name": "scheduler", "image": "dynamic-scheduler:dev", "imageID": "", "ready": False, "restartCount": 0,
-            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied"}}}]}})
+    core.patch_namespaced_pod_status(
+        "dynamic-scheduler-x",
+        namespace,
+        {
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "scheduler",
+                        "image": "dynamic-scheduler:dev",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull access denied"}},
+                    }
+                ],
+            }
+        },
+    )
     sets = ["--set", f"namespace={namespace}"]
     try:
-        code, _, err = run_main(deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "2",
-                                              *sets], capsys)
+        code, _, err = run_main(
+            deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "2", *sets], capsys
+        )
         assert code == 1
         assert error_of(err) == (
             f"error: deploy: Deployment {namespace}/dynamic-scheduler: not done after 2s; last status: waiting for "
             f"the Deployment's new spec to be observed; dynamic-scheduler-x: Pending, scheduler: ImagePullBackOff "
-            f"(pull access denied)\n")
+            f"(pull access denied)\n"
+        )
     finally:
         core.delete_namespaced_pod("dynamic-scheduler-x", namespace, grace_period_seconds=0)
         cleanup(apiserver, "lease", *sets)

@@ -24,7 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def names(admin: ApiClient, ns: str, selector: str | None = None) -> list[str]:
-    return sorted(p.metadata.name for p in CoreV1Api(admin).list_namespaced_pod(ns, label_selector=selector).items)
+    return sorted(
+        p.metadata.name for p in CoreV1Api(admin).list_namespaced_pod(ns, label_selector=selector).items
+    )
 
 
 def test_each_round_deletes_the_selected_pods(admin: ApiClient, namespace: str, unique: str) -> None:
@@ -43,8 +45,9 @@ def test_each_round_deletes_the_selected_pods(admin: ApiClient, namespace: str, 
         for n in churned:  # what the Deployment controller would do
             make_pod(admin, namespace, n, {"app": "web"})
 
-    done = churn.churn(admin, namespace, "app=web", every=0.01, count=3, duration=None,
-                       stop=threading.Event(), report=report)
+    done = churn.churn(
+        admin, namespace, "app=web", every=0.01, count=3, duration=None, stop=threading.Event(), report=report
+    )
     assert done == 3
     assert [(r.number, r.deleted, r.gone) for r in rounds] == [(i, churned, 0) for i in (1, 2, 3)]
     assert names(admin, namespace) == ["db-0", *churned]
@@ -65,32 +68,56 @@ def test_a_pod_replaced_under_its_name_is_left_for_the_next_round(admin: ApiClie
     assert names(admin, namespace) == ["web-0"]
 
 
-def test_the_command_bounds_rounds_by_count(apiserver: ControlPlane, admin: ApiClient, namespace: str,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_bounds_rounds_by_count(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     for n in ("a", "b"):
         make_pod(admin, namespace, n, {"app": "x"})
-    code, out, err = run_main(churn.main, ["-n", namespace, "-l", "app=x", "--count", "2", "--every", "0.05",
-                                           "--kubeconfig", apiserver.kubeconfig], capsys)
+    code, out, err = run_main(
+        churn.main,
+        [
+            "-n",
+            namespace,
+            "-l",
+            "app=x",
+            "--count",
+            "2",
+            "--every",
+            "0.05",
+            "--kubeconfig",
+            apiserver.kubeconfig,
+        ],
+        capsys,
+    )
     assert code == 0, err
-    assert out.splitlines() == [f"round 1/2: deleted 2 pods in {namespace}: a, b",
-                                f"round 2/2: deleted 0 pods in {namespace}"]
+    assert out.splitlines() == [
+        f"round 1/2: deleted 2 pods in {namespace}: a, b",
+        f"round 2/2: deleted 0 pods in {namespace}",
+    ]
 
 
-def test_the_command_bounds_rounds_by_duration(apiserver: ControlPlane, namespace: str,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_main(churn.main, ["-n", namespace, "--duration", "0.5", "--every", "0.2",
-                                         "--kubeconfig", apiserver.kubeconfig], capsys)
+def test_the_command_bounds_rounds_by_duration(
+    apiserver: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_main(
+        churn.main,
+        ["-n", namespace, "--duration", "0.5", "--every", "0.2", "--kubeconfig", apiserver.kubeconfig],
+        capsys,
+    )
     assert code == 0
     assert 2 <= len(out.splitlines()) <= 4
     assert out.splitlines()[0] == f"round 1: deleted 0 pods in {namespace}"
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["-n", "Bad_NS"], "error: churn: --namespace: expected a DNS-1123 label"),
-    (["-n", "x", "--every", "0"], "error: churn: --every: expected a number of seconds > 0, got '0'"),
-    (["-n", "x", "--count", "-1"], "error: churn: --count: expected a whole number >= 1, got -1"),
-    ([], "error: churn: the following arguments are required: -n/--namespace"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-n", "Bad_NS"], "error: churn: --namespace: expected a DNS-1123 label"),
+        (["-n", "x", "--every", "0"], "error: churn: --every: expected a number of seconds > 0, got '0'"),
+        (["-n", "x", "--count", "-1"], "error: churn: --count: expected a whole number >= 1, got -1"),
+        ([], "error: churn: the following arguments are required: -n/--namespace"),
+    ],
+)
 def test_bad_flags(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(churn.main, argv, capsys)
     assert (code, out) == (1, "")
@@ -98,10 +125,29 @@ def test_bad_flags(argv: list[str], message: str, capsys: pytest.CaptureFixture[
 
 
 def test_ctrl_c_stops_cleanly(apiserver: ControlPlane, namespace: str) -> None:
-    cmd = [sys.executable, "-m", "scheduler", "churn", "-n", namespace, "--every", "60",
-           "--kubeconfig", apiserver.kubeconfig]
-    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc, selectors.DefaultSelector() as sel:
+    cmd = [
+        sys.executable,
+        "-m",
+        "scheduler",
+        "churn",
+        "-n",
+        namespace,
+        "--every",
+        "60",
+        "--kubeconfig",
+        apiserver.kubeconfig,
+    ]
+    with (
+        subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        ) as proc,
+        selectors.DefaultSelector() as sel,
+    ):
         assert proc.stdout is not None and proc.stderr is not None
         try:
             sel.register(proc.stdout, selectors.EVENT_READ)

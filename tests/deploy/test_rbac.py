@@ -38,8 +38,11 @@ Rule = tuple[str, str, str, str]
 
 CLUSTER_WIDE: set[Rule] = {
     *{(v, "", "pods", "") for v in ("get", "list", "watch")},
-    *{(v, "", r, "") for v in ("list", "watch") for r in ("namespaces", "nodes", "persistentvolumeclaims",
-                                                           "persistentvolumes")},
+    *{
+        (v, "", r, "")
+        for v in ("list", "watch")
+        for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
+    },
     *{(v, "storage.k8s.io", r, "") for v in ("list", "watch") for r in ("csinodes", "storageclasses")},
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
@@ -73,7 +76,12 @@ def deployed(apiserver: ControlPlane, admin: ApiClient) -> Iterator[str]:
 
 def rules(api: ApiClient, namespace: str) -> set[Rule]:
     review = AuthorizationV1Api(api).create_self_subject_rules_review(
-        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": namespace}})
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": namespace},
+        }
+    )
     assert not review.status.incomplete, review.status.evaluation_error
     out: set[Rule] = set()
     for r in review.status.resource_rules:
@@ -85,7 +93,9 @@ def rules(api: ApiClient, namespace: str) -> set[Rule]:
     return out
 
 
-def test_the_service_account_may_do_exactly_this(apiserver: ControlPlane, admin: ApiClient, deployed: str) -> None:
+def test_the_service_account_may_do_exactly_this(
+    apiserver: ControlPlane, admin: ApiClient, deployed: str
+) -> None:
     ns = deployed
     ours = service_account_client(apiserver, ns, "dynamic-scheduler")
     anyone = service_account_client(apiserver, ns, "someone-else")  # bound to nothing of ours
@@ -95,15 +105,22 @@ def test_the_service_account_may_do_exactly_this(apiserver: ControlPlane, admin:
     assert rules(ours, ns) - rules(anyone, ns) == CLUSTER_WIDE | LEADER_ELECTION
 
 
-def test_the_service_account_runs_the_schedulers_code(apiserver: ControlPlane, admin: ApiClient,
-                                                      deployed: str) -> None:
+def test_the_service_account_runs_the_schedulers_code(
+    apiserver: ControlPlane, admin: ApiClient, deployed: str
+) -> None:
     ns = deployed
     sa = service_account_client(apiserver, ns, "dynamic-scheduler")
     # the informers: a list and a watch of each resource
     for res in RESOURCES.values():
         api_request(sa, "GET", res.path, query=[("limit", 1)])
-        resp = sa.call_api(res.path, "GET", query_params=[("watch", "true"), ("timeoutSeconds", 1)],
-                           auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        resp = sa.call_api(
+            res.path,
+            "GET",
+            query_params=[("watch", "true"), ("timeoutSeconds", 1)],
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
         resp.release_conn()
     core = CoreV1Api(admin)
     node = f"n-{ns}"
@@ -116,24 +133,39 @@ def test_the_service_account_runs_the_schedulers_code(apiserver: ControlPlane, a
         assert Binder(sa).set_unschedulable(admin.sanitize_for_serialization(b), "0/1 nodes are available")
         # events
         recorder = EventRecorder(sa).start()
-        recorder.scheduled(admin.sanitize_for_serialization(core.read_namespaced_pod("a", ns)), node, "default-scheduler")
+        recorder.scheduled(
+            admin.sanitize_for_serialization(core.read_namespaced_pod("a", ns)), node, "default-scheduler"
+        )
         assert recorder.flush(10)
         recorder.stop()
         assert (recorder.stats.written, recorder.stats.failed) == (1, 0)
         # a series update is a patch of the event (as the recorder does for repeats)
         (ev,) = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
-        api_request(sa, "PATCH", f"/apis/events.k8s.io/v1/namespaces/{ns}/events/{ev['metadata']['name']}",
-                    body={"series": {"count": 2, "lastObservedTime": ev["eventTime"]}},
-                    content_type="application/merge-patch+json")
+        api_request(
+            sa,
+            "PATCH",
+            f"/apis/events.k8s.io/v1/namespaces/{ns}/events/{ev['metadata']['name']}",
+            body={"series": {"count": 2, "lastObservedTime": ev["eventTime"]}},
+            content_type="application/merge-patch+json",
+        )
     finally:
         core.delete_node(node)
     # leader election: take, renew, release the Lease named kube-scheduler
-    elector = LeaderElector(sa, LeaderElectionConfig(namespace=ns, name="kube-scheduler", lease_duration=3,
-                                                     renew_deadline=2, retry_period=0.5)).start()
+    elector = LeaderElector(
+        sa,
+        LeaderElectionConfig(
+            namespace=ns, name="kube-scheduler", lease_duration=3, renew_deadline=2, retry_period=0.5
+        ),
+    ).start()
     try:
         assert elector.leading.wait(15), "never led"
         first = _lease(admin, ns)["renewTime"]
-        poll("a renewal", lambda: (_lease(admin, ns)["renewTime"] != first, "not renewed yet"), 10, interval=0.1)
+        poll(
+            "a renewal",
+            lambda: (_lease(admin, ns)["renewTime"] != first, "not renewed yet"),
+            10,
+            interval=0.1,
+        )
     finally:
         elector.stop(release=True)
     assert not elector.lost.is_set()
@@ -142,7 +174,9 @@ def test_the_service_account_runs_the_schedulers_code(apiserver: ControlPlane, a
 
 
 def _lease(admin: ApiClient, ns: str) -> Any:
-    return api_request(admin, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kube-scheduler")["spec"]
+    return api_request(admin, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/kube-scheduler")[
+        "spec"
+    ]
 
 
 def test_and_nothing_else(apiserver: ControlPlane, admin: ApiClient, deployed: str) -> None:

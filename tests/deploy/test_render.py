@@ -39,35 +39,60 @@ def by_kind(objects: list[dict[str, Any]], kind: str, name: str | None = None) -
 
 def test_lease_objects_in_apply_order() -> None:
     assert kinds(rendered("lease")) == [
-        ("Namespace", "crane-system"), ("ServiceAccount", "dynamic-scheduler"), ("ConfigMap", "scheduler-config"),
-        ("Role", "dynamic-scheduler:leader-election"), ("ClusterRole", "dynamic-scheduler"),
-        ("RoleBinding", "dynamic-scheduler:leader-election"), ("ClusterRoleBinding", "dynamic-scheduler"),
-        ("Deployment", "dynamic-scheduler")]
+        ("Namespace", "crane-system"),
+        ("ServiceAccount", "dynamic-scheduler"),
+        ("ConfigMap", "scheduler-config"),
+        ("Role", "dynamic-scheduler:leader-election"),
+        ("ClusterRole", "dynamic-scheduler"),
+        ("RoleBinding", "dynamic-scheduler:leader-election"),
+        ("ClusterRoleBinding", "dynamic-scheduler"),
+        ("Deployment", "dynamic-scheduler"),
+    ]
 
 
 def test_prometheus_objects_in_apply_order() -> None:
     assert kinds(rendered("prometheus")) == [
-        ("Namespace", "crane-system"), ("ServiceAccount", "prometheus"), ("ConfigMap", "prometheus-config"),
-        ("ClusterRole", "dynamic-scheduler:prometheus"), ("ClusterRoleBinding", "dynamic-scheduler:prometheus"),
-        ("Service", "prometheus"), ("Deployment", "prometheus")]
+        ("Namespace", "crane-system"),
+        ("ServiceAccount", "prometheus"),
+        ("ConfigMap", "prometheus-config"),
+        ("ClusterRole", "dynamic-scheduler:prometheus"),
+        ("ClusterRoleBinding", "dynamic-scheduler:prometheus"),
+        ("Service", "prometheus"),
+        ("Deployment", "prometheus"),
+    ]
 
 
 def test_static_objects_and_files() -> None:
     beside = rendered("static")
-    assert kinds(beside) == [("Role", "dynamic-scheduler:my-scheduler-lease"),
-                             ("RoleBinding", "dynamic-scheduler:my-scheduler-lease")]
-    assert list(beside.node_files) == ["/etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
-                                       "/etc/kubernetes/dynamic-scheduler/policy.yaml",
-                                       "/etc/kubernetes/manifests/my-scheduler.yaml"]
+    assert kinds(beside) == [
+        ("Role", "dynamic-scheduler:my-scheduler-lease"),
+        ("RoleBinding", "dynamic-scheduler:my-scheduler-lease"),
+    ]
+    assert list(beside.node_files) == [
+        "/etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
+        "/etc/kubernetes/dynamic-scheduler/policy.yaml",
+        "/etc/kubernetes/manifests/my-scheduler.yaml",
+    ]
     assert rendered("static", "static.mode=replace").objects == []
 
 
 def test_apply_order_is_lightkubes_and_stable() -> None:
-    objs = [{"kind": k, "metadata": {"name": str(i)}} for i, k in enumerate(
-        ["Deployment", "Service", "ClusterRoleBinding", "Namespace", "Widget", "ConfigMap", "Deployment"])]
+    objs = [
+        {"kind": k, "metadata": {"name": str(i)}}
+        for i, k in enumerate(
+            ["Deployment", "Service", "ClusterRoleBinding", "Namespace", "Widget", "ConfigMap", "Deployment"]
+        )
+    ]
     ordered = apply_order(objs)
-    assert [o["kind"] for o in ordered] == ["Namespace", "ConfigMap", "ClusterRoleBinding", "Service",
-                                            "Deployment", "Widget", "Deployment"]
+    assert [o["kind"] for o in ordered] == [
+        "Namespace",
+        "ConfigMap",
+        "ClusterRoleBinding",
+        "Service",
+        "Deployment",
+        "Widget",
+        "Deployment",
+    ]
     assert [o["metadata"]["name"] for o in ordered if o["kind"] == "Deployment"] == ["0", "6"]
     assert delete_order(objs) == list(reversed(ordered))
     for method in METHODS:
@@ -88,8 +113,15 @@ def test_rendering_is_deterministic() -> None:
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", RENDER_ALL], capture_output=True, text=True, env=env,
-                             cwd=REPO, timeout=60, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", RENDER_ALL],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+            check=True,
+        )
         outputs.add(out.stdout)
     (text,) = outputs
     assert text.count("kind: Deployment") == 2 and "kind: Pod" in text
@@ -99,8 +131,14 @@ def test_rendering_is_deterministic() -> None:
 # --- offline schema validation -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sets", [(), ("static.mode=replace", "nodeName=kind-worker", "takeover=false"),
-                                  ("prometheus.discovery=static", "prometheus.nodes=[a, b]")])
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        ("static.mode=replace", "nodeName=kind-worker", "takeover=false"),
+        ("prometheus.discovery=static", "prometheus.nodes=[a, b]"),
+    ],
+)
 @pytest.mark.parametrize("method", METHODS)
 def test_every_object_is_valid_for_kubernetes_1_37_strict(method: str, sets: tuple[str, ...]) -> None:
     assert kubernetes_validate.utils.latest_version().startswith("1.37")
@@ -133,18 +171,28 @@ def scheduler_files(method: str, *sets: str) -> tuple[Any, Any]:
         cfg_text, policy_text = data["scheduler-config.yaml"], data["policy.yaml"]
     else:
         cfg_text, policy_text = r.files["scheduler-config.yaml"], r.files["policy.yaml"]
-    return parse_config(cfg_text, file="scheduler-config.yaml", policies=False), \
-        parse_policy(yaml.safe_load(policy_text), "policy.yaml")
+    return parse_config(cfg_text, file="scheduler-config.yaml", policies=False), parse_policy(
+        yaml.safe_load(policy_text), "policy.yaml"
+    )
 
 
-@pytest.mark.parametrize(("method", "sets", "profile", "lease", "policy_path"), [
-    ("lease", (), "default-scheduler", "kube-scheduler", "/etc/kubernetes/policy.yaml"),
-    ("static", (), "my-scheduler", "my-scheduler", "/etc/kubernetes/dynamic-scheduler/policy.yaml"),
-    ("static", ("static.mode=replace",), "default-scheduler", "kube-scheduler",
-     "/etc/kubernetes/dynamic-scheduler/policy.yaml"),
-])
-def test_scheduler_configuration(method: str, sets: tuple[str, ...], profile: str, lease: str,
-                                 policy_path: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "sets", "profile", "lease", "policy_path"),
+    [
+        ("lease", (), "default-scheduler", "kube-scheduler", "/etc/kubernetes/policy.yaml"),
+        ("static", (), "my-scheduler", "my-scheduler", "/etc/kubernetes/dynamic-scheduler/policy.yaml"),
+        (
+            "static",
+            ("static.mode=replace",),
+            "default-scheduler",
+            "kube-scheduler",
+            "/etc/kubernetes/dynamic-scheduler/policy.yaml",
+        ),
+    ],
+)
+def test_scheduler_configuration(
+    method: str, sets: tuple[str, ...], profile: str, lease: str, policy_path: str
+) -> None:
     cfg, policy = scheduler_files(method, *sets)
     assert cfg.scheduler_names() == (profile,)
     le = cfg.leader_election
@@ -155,9 +203,17 @@ def test_scheduler_configuration(method: str, sets: tuple[str, ...], profile: st
         assert "Dynamic" in getattr(plugins, point)
     args = cfg.profiles[0].args["Dynamic"]
     assert args.prome_addr == "http://prometheus.crane-system.svc.cluster.local:9090"
-    assert (args.metrics_update_period, args.cluster_name, args.policy_config_path) == (300.0, "", policy_path)
-    assert [p.name for p in policy.predicate] == ["cpu_usage_avg_5m", "cpu_usage_max_avg_1h", "mem_usage_avg_5m",
-                                                  "mem_usage_max_avg_1h"]
+    assert (args.metrics_update_period, args.cluster_name, args.policy_config_path) == (
+        300.0,
+        "",
+        policy_path,
+    )
+    assert [p.name for p in policy.predicate] == [
+        "cpu_usage_avg_5m",
+        "cpu_usage_max_avg_1h",
+        "mem_usage_avg_5m",
+        "mem_usage_max_avg_1h",
+    ]
 
 
 def test_score_weight_is_a_value() -> None:
@@ -169,8 +225,11 @@ def test_score_weight_is_a_value() -> None:
 def test_a_configuration_the_scheduler_refuses_is_a_render_error() -> None:
     from scheduler.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^rendered scheduler-config.yaml: leaderElection.leaseDuration: "
-                                          r"expected more than renewDeadline"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^rendered scheduler-config.yaml: leaderElection.leaseDuration: "
+        r"expected more than renewDeadline",
+    ):
         rendered("lease", "leaderElection.renewDeadline=30s")
 
 
@@ -191,24 +250,43 @@ def test_deployment_runs_hardened_and_spread() -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (c,) = pod["containers"]
-    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]}}
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert c["resources"]["requests"] and c["resources"]["limits"]
-    assert c["args"] == ["--config=/etc/kubernetes/scheduler-config.yaml", "--secure-port=10259",
-                         "--leader-elect-takeover", "--v=2"]
+    assert c["args"] == [
+        "--config=/etc/kubernetes/scheduler-config.yaml",
+        "--secure-port=10259",
+        "--leader-elect-takeover",
+        "--v=2",
+    ]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert c["ports"] == [{"name": "https", "containerPort": 10259, "protocol": "TCP"}]
-    assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"} \
-        in pod["tolerations"]
+    assert {
+        "key": "node-role.kubernetes.io/control-plane",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in pod["tolerations"]
     (spread,) = pod["topologySpreadConstraints"]
-    assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == ("kubernetes.io/hostname", "ScheduleAnyway")
+    assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == (
+        "kubernetes.io/hostname",
+        "ScheduleAnyway",
+    )
     assert spread["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
 
 
 def test_deployment_values() -> None:
-    pod = scheduler_pod("takeover=false", "nodeName=kind-control-plane", "verbosity=4", "securePort=10300",
-                        "image.name=reg.example/ds:1", "image.pullPolicy=Always")
+    pod = scheduler_pod(
+        "takeover=false",
+        "nodeName=kind-control-plane",
+        "verbosity=4",
+        "securePort=10300",
+        "image.name=reg.example/ds:1",
+        "image.pullPolicy=Always",
+    )
     c = pod["spec"]["containers"][0]
     assert c["args"] == ["--config=/etc/kubernetes/scheduler-config.yaml", "--secure-port=10300", "--v=4"]
     assert (c["image"], c["imagePullPolicy"]) == ("reg.example/ds:1", "Always")
@@ -237,14 +315,21 @@ def test_static_pod() -> None:
     spec = pod["spec"]
     assert spec["hostNetwork"] is True and spec["priorityClassName"] == "system-node-critical"
     (c,) = spec["containers"]
-    assert c["command"] == ["dynamic-scheduler", "--config=/etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
-                            "--kubeconfig=/etc/kubernetes/scheduler.conf", "--bind-address=127.0.0.1",
-                            "--secure-port=12345", "--v=2"]
+    assert c["command"] == [
+        "dynamic-scheduler",
+        "--config=/etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
+        "--kubeconfig=/etc/kubernetes/scheduler.conf",
+        "--bind-address=127.0.0.1",
+        "--secure-port=12345",
+        "--v=2",
+    ]
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert c[probe]["httpGet"] == {"host": "127.0.0.1", "path": path, "port": 12345, "scheme": "HTTPS"}
     mounts = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
-    assert mounts == {"kubeconfig": {"path": "/etc/kubernetes/scheduler.conf", "type": "File"},
-                      "config": {"path": "/etc/kubernetes/dynamic-scheduler", "type": "Directory"}}
+    assert mounts == {
+        "kubeconfig": {"path": "/etc/kubernetes/scheduler.conf", "type": "File"},
+        "config": {"path": "/etc/kubernetes/dynamic-scheduler", "type": "Directory"},
+    }
     assert "admin.conf" not in rendered("static").files["pod.yaml"]
     assert all(m["readOnly"] for m in c["volumeMounts"] if m["name"] != "tmp")
 
@@ -257,8 +342,11 @@ def test_static_replace_mode_takes_over_the_default_lease() -> None:
 
 def test_static_files_stay_out_of_the_manifest_dir() -> None:
     r = rendered("static", "static.configDir=/var/lib/ds", "static.manifestDir=/etc/kubelet.d")
-    assert list(r.node_files) == ["/var/lib/ds/scheduler-config.yaml", "/var/lib/ds/policy.yaml",
-                                  "/etc/kubelet.d/my-scheduler.yaml"]
+    assert list(r.node_files) == [
+        "/var/lib/ds/scheduler-config.yaml",
+        "/var/lib/ds/policy.yaml",
+        "/etc/kubelet.d/my-scheduler.yaml",
+    ]
 
 
 def test_static_revision_follows_the_pod() -> None:
@@ -285,8 +373,12 @@ def test_prometheus_scrapes_each_kubelet_through_the_api_server() -> None:
         assert job["kubernetes_sd_configs"] == [{"role": "node"}]
         relabels = job["relabel_configs"]
         assert {"target_label": "__address__", "replacement": "kubernetes.default.svc:443"} in relabels
-        assert {"source_labels": ["node"], "regex": "(.+)", "target_label": "__metrics_path__",
-                "replacement": f"/api/v1/nodes/${{1}}/proxy/{path}"} in relabels
+        assert {
+            "source_labels": ["node"],
+            "regex": "(.+)",
+            "target_label": "__metrics_path__",
+            "replacement": f"/api/v1/nodes/${{1}}/proxy/{path}",
+        } in relabels
         assert {"source_labels": ["node"], "target_label": "instance"} in relabels
 
 
@@ -294,8 +386,10 @@ def test_prometheus_static_discovery() -> None:
     cfg, _ = prometheus_files("prometheus.discovery=static", "prometheus.nodes=[n2, n1]")
     job = cfg["scrape_configs"][0]
     assert "kubernetes_sd_configs" not in job
-    assert job["static_configs"] == [{"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n1"}},
-                                     {"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n2"}}]
+    assert job["static_configs"] == [
+        {"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n1"}},
+        {"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n2"}},
+    ]
     from scheduler.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"^prometheus.nodes: expected at least one node name"):
@@ -334,13 +428,17 @@ def test_promtool_accepts_the_config_and_rules(tmp_path: Path, discovery: str) -
     r = rendered("prometheus", f"prometheus.discovery={discovery}", "prometheus.nodes=[kind-worker]")
     (tmp_path / "rules.yml").write_text(r.files["rules.yml"])
     (tmp_path / "prometheus.yml").write_text(
-        r.files["prometheus.yml"].replace("/etc/prometheus/rules.yml", str(tmp_path / "rules.yml")))
+        r.files["prometheus.yml"].replace("/etc/prometheus/rules.yml", str(tmp_path / "rules.yml"))
+    )
     rules = promtool("check", "rules", str(tmp_path / "rules.yml"))
     assert rules.returncode == 0, rules.stdout + rules.stderr
     assert "8 rules found" in rules.stdout
     # check config reads the credentials file the SA would mount: point it at a file that exists
-    cfg = (tmp_path / "prometheus.yml").read_text().replace("/var/run/secrets/kubernetes.io/serviceaccount",
-                                                            str(tmp_path))
+    cfg = (
+        (tmp_path / "prometheus.yml")
+        .read_text()
+        .replace("/var/run/secrets/kubernetes.io/serviceaccount", str(tmp_path))
+    )
     (tmp_path / "ca.crt").write_text("")
     (tmp_path / "token").write_text("t")
     (tmp_path / "prometheus.yml").write_text(cfg)
@@ -387,23 +485,46 @@ def test_render_output_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run_main(render_cmd.main, ["static", "--output-dir", str(tmp_path)], capsys)
     assert (code, out) == (0, "")
     files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["cluster-objects.yaml", "etc/kubernetes/dynamic-scheduler/policy.yaml",
-                     "etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
-                     "etc/kubernetes/manifests/my-scheduler.yaml"]
+    assert files == [
+        "cluster-objects.yaml",
+        "etc/kubernetes/dynamic-scheduler/policy.yaml",
+        "etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
+        "etc/kubernetes/manifests/my-scheduler.yaml",
+    ]
     code, _, _ = run_main(render_cmd.main, ["prometheus", "--output-dir", str(tmp_path / "p")], capsys)
     assert code == 0 and (tmp_path / "p" / "prometheus.yaml").read_text() == rendered("prometheus").stream()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["lease", "--set", "replicas=x"], 'error: render: --set replicas=x: replicas: expected an integer >= 1, got "x"'),
-    (["lease", "--set", "namespace=Bad"], "error: render: --set namespace=Bad: namespace: expected a DNS-1123 label"),
-    (["lease", "--set", "image.name="], "error: render: --set image.name=: image.name: expected a non-empty image"),
-    (["lease", "--set", "nope=1"], "error: render: --set nope=1: nope: unknown field"),
-    (["lease", "-f", "/nonexistent.yaml"], "error: render: /nonexistent.yaml: cannot read the values file"),
-    (["sideways"], "error: render: lease|static|prometheus: invalid choice: 'sideways'"),
-    (["lease", "--manifests", "/nonexistent"], "error: render: --manifests: expected a folder with values.yaml"),
-])
-def test_render_errors_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["lease", "--set", "replicas=x"],
+            'error: render: --set replicas=x: replicas: expected an integer >= 1, got "x"',
+        ),
+        (
+            ["lease", "--set", "namespace=Bad"],
+            "error: render: --set namespace=Bad: namespace: expected a DNS-1123 label",
+        ),
+        (
+            ["lease", "--set", "image.name="],
+            "error: render: --set image.name=: image.name: expected a non-empty image",
+        ),
+        (["lease", "--set", "nope=1"], "error: render: --set nope=1: nope: unknown field"),
+        (
+            ["lease", "-f", "/nonexistent.yaml"],
+            "error: render: /nonexistent.yaml: cannot read the values file",
+        ),
+        (["sideways"], "error: render: lease|static|prometheus: invalid choice: 'sideways'"),
+        (
+            ["lease", "--manifests", "/nonexistent"],
+            "error: render: --manifests: expected a folder with values.yaml",
+        ),
+    ],
+)
+def test_render_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_main(render_cmd.main, argv, capsys)
     assert code == 1 and out == ""
     assert err.startswith(message)
@@ -411,26 +532,41 @@ def test_render_errors_are_one_line(argv: list[str], message: str, capsys: pytes
 
 
 @pytest.mark.parametrize("command", ["render", "deploy", "restore", "churn", "finalize-namespace"])
-def test_the_dynamic_scheduler_command_reaches_each_module(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_dynamic_scheduler_command_reaches_each_module(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from scheduler.cli import main
 
     assert main([command, "--help"]) == 0
     assert capsys.readouterr().out.startswith(f"usage: dynamic-scheduler {command} ")
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["lease", "--set", "takeover=false"], "error: deploy: --method=takeover: the values say takeover: false"),
-    (["lease", "--seed-max-tries", "3"], "error: deploy: --seed-repeat-every/--seed-max-tries: only with "
-                                         "--method=seed"),
-    (["lease", "--method", "magic"], "error: deploy: --method: invalid choice: 'magic'"),
-    (["static", "--kind-cluster", "k", "--manifest-dir", "/m"], "error: deploy: --kind-cluster and --manifest-dir: "
-                                                                "give one"),
-    (["lease", "--kubeconfig", "/nonexistent/kubeconfig"], "error: deploy: --kubeconfig: cannot load "
-                                                           "/nonexistent/kubeconfig"),
-    (["lease", "--timeout", "0"], "error: deploy: --timeout: expected a number of seconds > 0"),
-])
-def test_deploy_usage_errors_come_before_any_cluster_call(argv: list[str], message: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["lease", "--set", "takeover=false"],
+            "error: deploy: --method=takeover: the values say takeover: false",
+        ),
+        (
+            ["lease", "--seed-max-tries", "3"],
+            "error: deploy: --seed-repeat-every/--seed-max-tries: only with --method=seed",
+        ),
+        (["lease", "--method", "magic"], "error: deploy: --method: invalid choice: 'magic'"),
+        (
+            ["static", "--kind-cluster", "k", "--manifest-dir", "/m"],
+            "error: deploy: --kind-cluster and --manifest-dir: give one",
+        ),
+        (
+            ["lease", "--kubeconfig", "/nonexistent/kubeconfig"],
+            "error: deploy: --kubeconfig: cannot load /nonexistent/kubeconfig",
+        ),
+        (["lease", "--timeout", "0"], "error: deploy: --timeout: expected a number of seconds > 0"),
+    ],
+)
+def test_deploy_usage_errors_come_before_any_cluster_call(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from scheduler.deploy import deploy
 
     code, out, err = run_main(deploy.main, argv, capsys)
@@ -438,12 +574,15 @@ def test_deploy_usage_errors_come_before_any_cluster_call(argv: list[str], messa
     assert err.startswith(message) and err.count("\n") == 1
 
 
-@pytest.mark.parametrize(("argv", "methods"), [
-    ([], []),
-    (["lease"], ["lease"]),
-    (["lease", "prometheus"], ["lease", "prometheus"]),
-    (["all"], ["all"]),
-])
+@pytest.mark.parametrize(
+    ("argv", "methods"),
+    [
+        ([], []),
+        (["lease"], ["lease"]),
+        (["lease", "prometheus"], ["lease", "prometheus"]),
+        (["all"], ["all"]),
+    ],
+)
 def test_restore_takes_no_method_or_several(argv: list[str], methods: list[str]) -> None:
     from scheduler.deploy import restore
 

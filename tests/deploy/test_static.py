@@ -22,12 +22,21 @@ KUBE_SCHEDULER = "apiVersion: v1\nkind: Pod\nmetadata: {name: kube-scheduler}\n"
 
 
 def node_values(tmp: Path, mode: str) -> tuple[Paths, dict[str, str]]:
-    r = rendered("static", f"static.mode={mode}", f"static.configDir={tmp}/etc/kubernetes/dynamic-scheduler",
-                 f"static.manifestDir={tmp}/etc/kubernetes/manifests",
-                 f"static.kubeconfig={tmp}/etc/kubernetes/scheduler.conf")
-    v = {"static": {"manifestDir": f"{tmp}/etc/kubernetes/manifests",
-                    "configDir": f"{tmp}/etc/kubernetes/dynamic-scheduler",
-                    "kubeconfig": f"{tmp}/etc/kubernetes/scheduler.conf", "name": "my-scheduler"}}
+    r = rendered(
+        "static",
+        f"static.mode={mode}",
+        f"static.configDir={tmp}/etc/kubernetes/dynamic-scheduler",
+        f"static.manifestDir={tmp}/etc/kubernetes/manifests",
+        f"static.kubeconfig={tmp}/etc/kubernetes/scheduler.conf",
+    )
+    v = {
+        "static": {
+            "manifestDir": f"{tmp}/etc/kubernetes/manifests",
+            "configDir": f"{tmp}/etc/kubernetes/dynamic-scheduler",
+            "kubeconfig": f"{tmp}/etc/kubernetes/scheduler.conf",
+            "name": "my-scheduler",
+        }
+    }
     return Paths.of(v), r.node_files
 
 
@@ -46,7 +55,9 @@ def fs(request: pytest.FixtureRequest, tmp_path: Path) -> NodeFS:
     if request.param == "local":
         return LocalFS("node-1")
     docker = tmp_path / "docker"
-    docker.write_text('#!/bin/sh\n# docker exec -i CONTAINER COMMAND...: run COMMAND here\nshift 3\nexec "$@"\n')
+    docker.write_text(
+        '#!/bin/sh\n# docker exec -i CONTAINER COMMAND...: run COMMAND here\nshift 3\nexec "$@"\n'
+    )
     docker.chmod(0o755)
     return DockerExecFS("node-1", docker=str(docker))
 
@@ -94,18 +105,36 @@ def test_replace_moves_kube_scheduler_aside_and_back(fs: NodeFS, node: Path) -> 
     assert tree(node) == before
 
 
-@pytest.mark.parametrize(("setup", "mode", "message"), [
-    (lambda n: (n / "etc/kubernetes/scheduler.conf").unlink(), "beside", "scheduler.conf not found"),
-    (lambda n: (n / "etc/kubernetes/manifests/kube-scheduler.yaml").unlink(), "replace",
-     "kube-scheduler.yaml not found: replace mode moves kubeadm's kube-scheduler manifest aside"),
-    (lambda n: ((n / "etc/kubernetes/dynamic-scheduler").mkdir(),
-                (n / "etc/kubernetes/dynamic-scheduler/kube-scheduler.yaml.orig").write_text("x")), "replace",
-     "run restore first"),
-    (lambda n: ((n / "etc/kubernetes/dynamic-scheduler").mkdir(),
-                (n / "etc/kubernetes/dynamic-scheduler/kube-scheduler.yaml.orig").write_text("x")), "beside",
-     "run restore before deploying in beside mode"),
-])
-def test_checks_refuse_and_change_nothing(fs: NodeFS, node: Path, setup: Any, mode: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("setup", "mode", "message"),
+    [
+        (lambda n: (n / "etc/kubernetes/scheduler.conf").unlink(), "beside", "scheduler.conf not found"),
+        (
+            lambda n: (n / "etc/kubernetes/manifests/kube-scheduler.yaml").unlink(),
+            "replace",
+            "kube-scheduler.yaml not found: replace mode moves kubeadm's kube-scheduler manifest aside",
+        ),
+        (
+            lambda n: (
+                (n / "etc/kubernetes/dynamic-scheduler").mkdir(),
+                (n / "etc/kubernetes/dynamic-scheduler/kube-scheduler.yaml.orig").write_text("x"),
+            ),
+            "replace",
+            "run restore first",
+        ),
+        (
+            lambda n: (
+                (n / "etc/kubernetes/dynamic-scheduler").mkdir(),
+                (n / "etc/kubernetes/dynamic-scheduler/kube-scheduler.yaml.orig").write_text("x"),
+            ),
+            "beside",
+            "run restore before deploying in beside mode",
+        ),
+    ],
+)
+def test_checks_refuse_and_change_nothing(
+    fs: NodeFS, node: Path, setup: Any, mode: str, message: str
+) -> None:
     setup(node)
     before = tree(node)
     paths, _ = node_values(node, mode)

@@ -20,27 +20,46 @@ def error(*sets: str, files: tuple[str, ...] = ()) -> str:
 def test_defaults() -> None:
     v = values()
     t = v.typed
-    assert (t.namespace, t.image.name, t.image.pull_policy, t.replicas) == \
-        ("crane-system", "dynamic-scheduler:dev", "IfNotPresent", 3)
-    assert (t.scheduler_name, t.static.scheduler_name, t.static.mode) == ("default-scheduler", "my-scheduler", "beside")
+    assert (t.namespace, t.image.name, t.image.pull_policy, t.replicas) == (
+        "crane-system",
+        "dynamic-scheduler:dev",
+        "IfNotPresent",
+        3,
+    )
+    assert (t.scheduler_name, t.static.scheduler_name, t.static.mode) == (
+        "default-scheduler",
+        "my-scheduler",
+        "beside",
+    )
     assert (t.secure_port, t.static.secure_port, t.takeover, t.node_name) == (10259, 12345, True, "")
     assert t.dynamic.prometheus_address == "http://prometheus.crane-system.svc.cluster.local:9090"
-    assert (t.leader_election.resource_namespace, t.leader_election.resource_name) == ("kube-system", "kube-scheduler")
+    assert (t.leader_election.resource_namespace, t.leader_election.resource_name) == (
+        "kube-system",
+        "kube-scheduler",
+    )
     assert v.data["image"] == {"name": "dynamic-scheduler:dev", "pullPolicy": "IfNotPresent"}
 
 
 def test_set_reads_yaml_scalars() -> None:
-    v = values("replicas=5", "takeover=false", "nodeName=kind-worker", "dynamic.clusterName=",
-               "resources.limits.cpu=2")
+    v = values(
+        "replicas=5",
+        "takeover=false",
+        "nodeName=kind-worker",
+        "dynamic.clusterName=",
+        "resources.limits.cpu=2",
+    )
     assert (v.typed.replicas, v.typed.takeover, v.typed.node_name) == (5, False, "kind-worker")
     assert v.data["dynamic"]["clusterName"] == ""
-    assert v.data["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 2, "memory": "512Mi"}}
+    assert v.data["resources"] == {
+        "requests": {"cpu": "100m", "memory": "128Mi"},
+        "limits": {"cpu": 2, "memory": "512Mi"},
+    }
 
 
 def test_set_string_keeps_text() -> None:
     v = load_values(DEFAULTS, set_strings=["dynamic.clusterName=123"])
     assert v.data["dynamic"]["clusterName"] == "123"
-    with pytest.raises(ConfigError, match=r'^--set-string takeover=true: takeover: expected a boolean'):
+    with pytest.raises(ConfigError, match=r"^--set-string takeover=true: takeover: expected a boolean"):
         load_values(DEFAULTS, set_strings=["takeover=true"])
 
 
@@ -63,38 +82,58 @@ def test_lists_are_replaced_whole(tmp_path: Path) -> None:
     assert len(v.data["dynamic"]["policy"]["spec"]["priority"]) == 6
 
 
-@pytest.mark.parametrize(("sets", "message"), [
-    (("replicas=x",), '--set replicas=x: replicas: expected an integer >= 1, got "x"'),
-    (("replicas=0",), "--set replicas=0: replicas: expected an integer >= 1, got 0"),
-    (("namespace=Crane_System",), '--set namespace=Crane_System: namespace: expected a DNS-1123 label'),
-    (("namespace=" + "a" * 64,), "namespace: expected a DNS-1123 label"),
-    (("image.name=",), '--set image.name=: image.name: expected a non-empty image reference'),
-    (("image.name=a b",), "image.name: expected a non-empty image reference"),
-    (("image.pullPolicy=Sometimes",), 'image.pullPolicy: expected one of "Always", "IfNotPresent", "Never", '
-                                      'got "Sometimes"'),
-    (("image=foo",), '--set image=foo: image: expected a mapping, got "foo"'),
-    (("imagee.name=x",), '--set imagee.name=x: imagee: unknown field (did you mean "image"?)'),
-    (("image.nmae=x",), '--set image.nmae=x: image.nmae: unknown field (did you mean "name"?); '
-                        'expected one of: name, pullPolicy'),
-    (("replicas.max=3",), "--set replicas.max=3: replicas: expected a mapping to set 'max' in, got 3"),
-    (("takeover=maybe",), 'takeover: expected a boolean (true or false), got "maybe"'),
-    (("securePort=70000",), "securePort: expected an integer 1..65535, got 70000"),
-    (("nodeName=Node_1",), 'nodeName: expected "" or a node name'),
-    (("resources.requests.cpu=lots",), 'resources.requests.cpu: expected a quantity like "500m" or "128Mi", '
-                                       'got "lots"'),
-    (("leaderElection.leaseDuration=15",), 'leaderElection.leaseDuration: expected a Go duration > 0'),
-    (("dynamic.prometheusAddress=prometheus:9090",), "dynamic.prometheusAddress: expected an http(s) URL"),
-    (("dynamic.policyConfigPath=policy.yaml",), "dynamic.policyConfigPath: expected an absolute path"),
-    (("dynamic.policyConfigPath=/etc/x/scheduler-config.yaml",), "dynamic.policyConfigPath: expected a file "
-                                                                  "name other than scheduler-config.yaml"),
-    (("static.mode=instead",), 'static.mode: expected one of "beside", "replace", got "instead"'),
-    (("static.configDir=/etc/kubernetes/manifests/ds",), "static.configDir: expected a folder outside "
-                                                         "manifestDir"),
-    (("prometheus.windows.avg5m=5 minutes",), 'prometheus.windows.avg5m: expected a Prometheus duration > 0'),
-    (("prometheus.rateWindow=20s",), "prometheus.rateWindow: expected at least two scrape intervals"),
-    (("prometheus.nodes=[Bad_Node]",), 'prometheus.nodes[0]: expected a node name, got "Bad_Node"'),
-    (("prometheus.discovery=dns",), 'prometheus.discovery: expected one of "kubernetes", "static"'),
-])
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (("replicas=x",), '--set replicas=x: replicas: expected an integer >= 1, got "x"'),
+        (("replicas=0",), "--set replicas=0: replicas: expected an integer >= 1, got 0"),
+        (("namespace=Crane_System",), "--set namespace=Crane_System: namespace: expected a DNS-1123 label"),
+        (("namespace=" + "a" * 64,), "namespace: expected a DNS-1123 label"),
+        (("image.name=",), "--set image.name=: image.name: expected a non-empty image reference"),
+        (("image.name=a b",), "image.name: expected a non-empty image reference"),
+        (
+            ("image.pullPolicy=Sometimes",),
+            'image.pullPolicy: expected one of "Always", "IfNotPresent", "Never", got "Sometimes"',
+        ),
+        (("image=foo",), '--set image=foo: image: expected a mapping, got "foo"'),
+        (("imagee.name=x",), '--set imagee.name=x: imagee: unknown field (did you mean "image"?)'),
+        (
+            ("image.nmae=x",),
+            '--set image.nmae=x: image.nmae: unknown field (did you mean "name"?); '
+            "expected one of: name, pullPolicy",
+        ),
+        (("replicas.max=3",), "--set replicas.max=3: replicas: expected a mapping to set 'max' in, got 3"),
+        (("takeover=maybe",), 'takeover: expected a boolean (true or false), got "maybe"'),
+        (("securePort=70000",), "securePort: expected an integer 1..65535, got 70000"),
+        (("nodeName=Node_1",), 'nodeName: expected "" or a node name'),
+        (
+            ("resources.requests.cpu=lots",),
+            'resources.requests.cpu: expected a quantity like "500m" or "128Mi", got "lots"',
+        ),
+        (("leaderElection.leaseDuration=15",), "leaderElection.leaseDuration: expected a Go duration > 0"),
+        (
+            ("dynamic.prometheusAddress=prometheus:9090",),
+            "dynamic.prometheusAddress: expected an http(s) URL",
+        ),
+        (("dynamic.policyConfigPath=policy.yaml",), "dynamic.policyConfigPath: expected an absolute path"),
+        (
+            ("dynamic.policyConfigPath=/etc/x/scheduler-config.yaml",),
+            "dynamic.policyConfigPath: expected a file name other than scheduler-config.yaml",
+        ),
+        (("static.mode=instead",), 'static.mode: expected one of "beside", "replace", got "instead"'),
+        (
+            ("static.configDir=/etc/kubernetes/manifests/ds",),
+            "static.configDir: expected a folder outside manifestDir",
+        ),
+        (
+            ("prometheus.windows.avg5m=5 minutes",),
+            "prometheus.windows.avg5m: expected a Prometheus duration > 0",
+        ),
+        (("prometheus.rateWindow=20s",), "prometheus.rateWindow: expected at least two scrape intervals"),
+        (("prometheus.nodes=[Bad_Node]",), 'prometheus.nodes[0]: expected a node name, got "Bad_Node"'),
+        (("prometheus.discovery=dns",), 'prometheus.discovery: expected one of "kubernetes", "static"'),
+    ],
+)
 def test_bad_set_values(sets: tuple[str, ...], message: str) -> None:
     msg = error(*sets)
     assert msg.startswith(f"--set {sets[-1]}: ")
@@ -114,7 +153,7 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("replicas: 2\n")
     # the error names the overlay that introduced it, not a later one
-    assert error("replicas=y", files=(str(good),)).startswith('--set replicas=y: replicas:')
+    assert error("replicas=y", files=(str(good),)).startswith("--set replicas=y: replicas:")
     lst = tmp_path / "list.yaml"
     lst.write_text("- a\n- b\n")
     assert error(files=(str(lst),)) == f"{lst}: expected a mapping of values, got a list"
@@ -134,13 +173,28 @@ def test_malformed_set(assignment: str) -> None:
 def test_null_in_a_file_is_not_a_default(tmp_path: Path) -> None:
     f = tmp_path / "null.yaml"
     f.write_text("namespace:\n")
-    assert error(files=(str(f),)) == f"{f}: namespace: required; expected a DNS-1123 label (lower-case letters, " \
-                                    "digits and '-', at most 63 characters)"
+    assert (
+        error(files=(str(f),)) == f"{f}: namespace: required; expected a DNS-1123 label (lower-case letters, "
+        "digits and '-', at most 63 characters)"
+    )
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("30s", 30), ("5m", 300), ("1h30m", 5400), ("1d", 86400), ("2w", 14 * 86400), ("500ms", 0.5),
-    ("", None), ("5", None), ("1.5h", None), ("5 m", None), ("m", None), ("0s", 0),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("1d", 86400),
+        ("2w", 14 * 86400),
+        ("500ms", 0.5),
+        ("", None),
+        ("5", None),
+        ("1.5h", None),
+        ("5 m", None),
+        ("m", None),
+        ("0s", 0),
+    ],
+)
 def test_prometheus_durations(text: str, seconds: float | None) -> None:
     assert prometheus_seconds(text) == seconds

@@ -38,18 +38,35 @@ def out(line: str = "") -> None:
 
 
 def workload_pod(i: int, app: str, owner: bool = True, **kw: Any) -> dict[str, Any]:
-    return make_pod(f"{app}-{i}", labels={"app": app, "pod-template-hash": "h1"},
-                    owner_kind="ReplicaSet" if owner else None, **kw)
+    return make_pod(
+        f"{app}-{i}",
+        labels={"app": app, "pod-template-hash": "h1"},
+        owner_kind="ReplicaSet" if owner else None,
+        **kw,
+    )
 
 
 def required_anti(app: str, key: str = HOSTNAME) -> dict[str, Any]:
-    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+            ]
+        }
+    }
 
 
 def preferred_anti(app: str, key: str = HOSTNAME) -> dict[str, Any]:
-    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}}]}}
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key},
+                }
+            ]
+        }
+    }
 
 
 def build_cluster(n_nodes: int, pods_per_node: int, rng: random.Random) -> Cache:
@@ -61,30 +78,62 @@ def build_cluster(n_nodes: int, pods_per_node: int, rng: random.Random) -> Cache
     k = 0
     for i in range(n_nodes):
         for _ in range(pods_per_node):
-            cache.add_pod(PodInfo.from_pod(workload_pod(k, f"app-{rng.randrange(50)}", node_name=f"node-{i}")))
+            cache.add_pod(
+                PodInfo.from_pod(workload_pod(k, f"app-{rng.randrange(50)}", node_name=f"node-{i}"))
+            )
             k += 1
     for i in range(2):
-        cache.add_pod(PodInfo.from_pod(workload_pod(i, "coredns", affinity=preferred_anti("coredns"),
-                                                    node_name=f"node-{i}")))
+        cache.add_pod(
+            PodInfo.from_pod(
+                workload_pod(i, "coredns", affinity=preferred_anti("coredns"), node_name=f"node-{i}")
+            )
+        )
     for i in range(20):
-        cache.add_pod(PodInfo.from_pod(workload_pod(i, "cache", affinity=required_anti("cache"),
-                                                    node_name=f"node-{rng.randrange(n_nodes)}")))
+        cache.add_pod(
+            PodInfo.from_pod(
+                workload_pod(
+                    i, "cache", affinity=required_anti("cache"), node_name=f"node-{rng.randrange(n_nodes)}"
+                )
+            )
+        )
     return cache
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "plain pod (no owner, no affinity, no constraints)": {"owner": False},
     "Deployment pod (system default spreading)": {},
-    "required hostname anti-affinity + preferred zone affinity": {"affinity": {
-        **required_anti("app-7"),
-        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "app-3"}},
-                                               "topologyKey": ZONE}}]}}},
-    "DoNotSchedule zone + ScheduleAnyway hostname spread": {"topology_spread_constraints": [
-        {"maxSkew": 2, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-         "labelSelector": {"matchLabels": {"app": "app-7"}}},
-        {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway",
-         "labelSelector": {"matchLabels": {"app": "app-7"}}}]},
+    "required hostname anti-affinity + preferred zone affinity": {
+        "affinity": {
+            **required_anti("app-7"),
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 10,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app": "app-3"}},
+                            "topologyKey": ZONE,
+                        },
+                    }
+                ]
+            },
+        }
+    },
+    "DoNotSchedule zone + ScheduleAnyway hostname spread": {
+        "topology_spread_constraints": [
+            {
+                "maxSkew": 2,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "app-7"}},
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": HOSTNAME,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "app-7"}},
+            },
+        ]
+    },
 }
 
 
@@ -114,8 +163,13 @@ def main() -> None:
     snapshot = build_cluster(args.nodes, args.pods_per_node, rng)
     nodes = snapshot.list()
     handle = FakeHandle(snapshot, stores={"namespaces": [{"metadata": {"name": "default"}}]})
-    plugins = {"InterPodAffinity": InterPodAffinity(None, handle), "PodTopologySpread": PodTopologySpread(None, handle)}
-    out(f"{args.nodes} nodes, {sum(len(n.pods) for n in nodes)} pods, {args.sample} nodes filtered/scored per cycle")
+    plugins = {
+        "InterPodAffinity": InterPodAffinity(None, handle),
+        "PodTopologySpread": PodTopologySpread(None, handle),
+    }
+    out(
+        f"{args.nodes} nodes, {sum(len(n.pods) for n in nodes)} pods, {args.sample} nodes filtered/scored per cycle"
+    )
     out(f"{'scenario':58} {'plugin':18} {'cold µs':>9} {'warm µs':>9} {'µs/node':>8}")
     landed = 0
     for title, kw in SCENARIOS.items():
@@ -129,7 +183,7 @@ def main() -> None:
                 landed += 1
                 pod = PodInfo.from_pod(workload_pod(c, "app-7", owner=owner, **kw))
                 start = rng.randrange(len(nodes))
-                sample = (nodes[start:] + nodes[:start])[:args.sample]
+                sample = (nodes[start:] + nodes[:start])[: args.sample]
                 times.append(cycle(plugin, pod, snapshot, sample))
             warm = statistics.median(times[1:]) * 1e6
             out(f"{title[:58]:58} {name:18} {times[0] * 1e6:9.0f} {warm:9.0f} {warm / args.nodes:8.3f}")

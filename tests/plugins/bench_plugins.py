@@ -31,8 +31,15 @@ from scheduler.core.framework import CycleState, PreFilterResult  # noqa: E402
 from scheduler.core.podinfo import PodInfo  # noqa: E402
 from scheduler.plugins.registry import build_plugin  # noqa: E402
 
-PLUGINS = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-           "NodeResourcesFit", "NodeResourcesBalancedAllocation"]
+PLUGINS = [
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+]
 ZONES = ["zone-a", "zone-b", "zone-c"]
 TYPES = ["m5.large", "m5.xlarge", "c5.2xlarge", "r5.xlarge"]
 
@@ -49,13 +56,30 @@ def make_nodes(n: int, rng: random.Random) -> list:
         pods = []
         for j in range(rng.randint(10, 30)):
             ports = [host_port(9100)] if j == 0 and rng.random() < 0.3 else []
-            pods.append(make_pod(f"p{i}-{j}", cpu=f"{rng.choice([50, 100, 250, 500])}m",
-                                 memory=f"{rng.choice([64, 128, 256, 512])}Mi", host_ports=ports))
-        nodes.append(node_info(
-            f"node-{i:04d}", cpu=str(rng.choice([16, 32, 64])), memory=f"{rng.choice([64, 128, 256])}Gi",
-            pods=pods, taints=taints, unschedulable=rng.random() < 0.01,
-            labels={"topology.kubernetes.io/zone": ZONES[i % 3], "node.kubernetes.io/instance-type":
-                    TYPES[i % 4], "kubernetes.io/os": "linux", "disk": "ssd" if i % 2 else "hdd"}))
+            pods.append(
+                make_pod(
+                    f"p{i}-{j}",
+                    cpu=f"{rng.choice([50, 100, 250, 500])}m",
+                    memory=f"{rng.choice([64, 128, 256, 512])}Mi",
+                    host_ports=ports,
+                )
+            )
+        nodes.append(
+            node_info(
+                f"node-{i:04d}",
+                cpu=str(rng.choice([16, 32, 64])),
+                memory=f"{rng.choice([64, 128, 256])}Gi",
+                pods=pods,
+                taints=taints,
+                unschedulable=rng.random() < 0.01,
+                labels={
+                    "topology.kubernetes.io/zone": ZONES[i % 3],
+                    "node.kubernetes.io/instance-type": TYPES[i % 4],
+                    "kubernetes.io/os": "linux",
+                    "disk": "ssd" if i % 2 else "hdd",
+                },
+            )
+        )
     return nodes
 
 
@@ -64,18 +88,54 @@ def plain_pod(shape: int = 0) -> dict:
 
 
 def rich_pod(shape: int = 0) -> dict:
-    affinity = {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES},
-            {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": [f"t3.micro{shape}"]}]}]},
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},
-            {"weight": 5 + shape % 50, "preference": {"matchExpressions": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.2xlarge"]}]}}]}}
-    return make_pod("rich", containers=[container(cpu=f"{500 + shape}m", memory="1Gi", ports=[host_port(8080)])],
-                    node_selector={"kubernetes.io/os": "linux"}, affinity=affinity,
-                    tolerations=[toleration("spot", "true", "PreferNoSchedule"),
-                                 toleration("node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute")])
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ZONES},
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "NotIn",
+                                "values": [f"t3.micro{shape}"],
+                            },
+                        ]
+                    }
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {
+                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                    },
+                },
+                {
+                    "weight": 5 + shape % 50,
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": ["c5.2xlarge"],
+                            }
+                        ]
+                    },
+                },
+            ],
+        }
+    }
+    return make_pod(
+        "rich",
+        containers=[container(cpu=f"{500 + shape}m", memory="1Gi", ports=[host_port(8080)])],
+        node_selector={"kubernetes.io/os": "linux"},
+        affinity=affinity,
+        tolerations=[
+            toleration("spot", "true", "PreferNoSchedule"),
+            toleration("node.kubernetes.io/not-ready", operator="Exists", effect="NoExecute"),
+        ],
+    )
 
 
 def time_filter(plugin, pod_dict: dict, nodes: list, snapshot) -> float:
@@ -119,8 +179,10 @@ def main() -> None:
     # "replica": every cycle schedules a pod of the same shape (a Deployment's
     # replicas); "unique": every cycle a pod of a shape not seen before.
     pods: dict[str, Callable[[], dict]] = {
-        "plain replica": plain_pod, "rich replica": rich_pod,
-        "plain unique": lambda: plain_pod(next(shapes)), "rich unique": lambda: rich_pod(next(shapes)),
+        "plain replica": plain_pod,
+        "rich replica": rich_pod,
+        "plain unique": lambda: plain_pod(next(shapes)),
+        "rich unique": lambda: rich_pod(next(shapes)),
     }
     out = sys.stdout
     out.write(f"{args.nodes} nodes, best of {args.repeat} cycles; CPU microseconds per node\n")

@@ -21,10 +21,17 @@ from scheduler.core.podinfo import PodInfo
 _uids = itertools.count(1)
 
 
-def container(name: str = "c", *, cpu: str | None = None, memory: str | None = None,
-              requests: Mapping[str, Any] | None = None, limits: Mapping[str, Any] | None = None,
-              ports: Iterable[Mapping[str, Any]] = (), restart_policy: str | None = None,
-              image: str = "registry.k8s.io/pause:3.10") -> dict[str, Any]:
+def container(
+    name: str = "c",
+    *,
+    cpu: str | None = None,
+    memory: str | None = None,
+    requests: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
+    ports: Iterable[Mapping[str, Any]] = (),
+    restart_policy: str | None = None,
+    image: str = "registry.k8s.io/pause:3.10",
+) -> dict[str, Any]:
     """A container; ``cpu``/``memory`` are shorthands for requests."""
     reqs = dict(requests or {})
     if cpu is not None:
@@ -46,8 +53,9 @@ def container(name: str = "c", *, cpu: str | None = None, memory: str | None = N
     return c
 
 
-def host_port(port: int, protocol: str | None = None, ip: str | None = None,
-              container_port: int | None = None) -> dict[str, Any]:
+def host_port(
+    port: int, protocol: str | None = None, ip: str | None = None, container_port: int | None = None
+) -> dict[str, Any]:
     """A ``ContainerPort`` with a host port (protocol and IP left unset unless given)."""
     p: dict[str, Any] = {"containerPort": container_port or port, "hostPort": port}
     if protocol:
@@ -64,8 +72,9 @@ def taint(key: str, value: str | None = None, effect: str = "NoSchedule") -> dic
     return t
 
 
-def toleration(key: str | None = None, value: str | None = None, effect: str | None = None,
-               operator: str | None = None) -> dict[str, Any]:
+def toleration(
+    key: str | None = None, value: str | None = None, effect: str | None = None, operator: str | None = None
+) -> dict[str, Any]:
     """A toleration with only the given fields set (as a user would write it)."""
     t: dict[str, Any] = {}
     for k, v in (("key", key), ("operator", operator), ("value", value), ("effect", effect)):
@@ -81,28 +90,33 @@ def node_selector_requirement(key: str, operator: str, *values: str) -> dict[str
     return r
 
 
-def make_pod(name: str = "pod", namespace: str = "default", *,
-             cpu: str | None = None, memory: str | None = None,
-             requests: Mapping[str, Any] | None = None,
-             containers: list[dict[str, Any]] | None = None,
-             init_containers: list[dict[str, Any]] | None = None,
-             host_ports: Iterable[Mapping[str, Any]] = (),
-             labels: Mapping[str, str] | None = None,
-             annotations: Mapping[str, str] | None = None,
-             node_name: str | None = None,
-             node_selector: Mapping[str, str] | None = None,
-             affinity: Mapping[str, Any] | None = None,
-             tolerations: Iterable[Mapping[str, Any]] | None = None,
-             topology_spread_constraints: list[dict[str, Any]] | None = None,
-             volumes: list[dict[str, Any]] | None = None,
-             overhead: Mapping[str, Any] | None = None,
-             priority: int | None = None,
-             scheduler_name: str | None = None,
-             scheduling_gates: Iterable[str] = (),
-             owner_kind: str | None = None,
-             uid: str | None = None,
-             creation_timestamp: str = "2026-01-01T00:00:00Z",
-             phase: str = "Pending") -> dict[str, Any]:
+def make_pod(
+    name: str = "pod",
+    namespace: str = "default",
+    *,
+    cpu: str | None = None,
+    memory: str | None = None,
+    requests: Mapping[str, Any] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    init_containers: list[dict[str, Any]] | None = None,
+    host_ports: Iterable[Mapping[str, Any]] = (),
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Iterable[Mapping[str, Any]] | None = None,
+    topology_spread_constraints: list[dict[str, Any]] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    overhead: Mapping[str, Any] | None = None,
+    priority: int | None = None,
+    scheduler_name: str | None = None,
+    scheduling_gates: Iterable[str] = (),
+    owner_kind: str | None = None,
+    uid: str | None = None,
+    creation_timestamp: str = "2026-01-01T00:00:00Z",
+    phase: str = "Pending",
+) -> dict[str, Any]:
     """A pod as the API server returns it.
 
     Without ``containers`` the pod has one container carrying ``cpu``,
@@ -121,15 +135,28 @@ def make_pod(name: str = "pod", namespace: str = "default", *,
     if annotations:
         meta["annotations"] = dict(annotations)
     if owner_kind:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner_kind, "name": f"{name}-owner",
-                                    "uid": f"owner-{name}", "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner_kind,
+                "name": f"{name}-owner",
+                "uid": f"owner-{name}",
+                "controller": True,
+            }
+        ]
     spec: dict[str, Any] = {"containers": containers}
     if init_containers:
         spec["initContainers"] = init_containers
-    for key, value in (("nodeName", node_name), ("nodeSelector", node_selector),
-                       ("affinity", affinity), ("topologySpreadConstraints", topology_spread_constraints),
-                       ("volumes", volumes), ("overhead", overhead), ("priority", priority),
-                       ("schedulerName", scheduler_name)):
+    for key, value in (
+        ("nodeName", node_name),
+        ("nodeSelector", node_selector),
+        ("affinity", affinity),
+        ("topologySpreadConstraints", topology_spread_constraints),
+        ("volumes", volumes),
+        ("overhead", overhead),
+        ("priority", priority),
+        ("schedulerName", scheduler_name),
+    ):
         if value is not None:
             spec[key] = dict(value) if isinstance(value, Mapping) else value
     if tolerations is not None:
@@ -144,30 +171,43 @@ def pod_info(name: str = "pod", namespace: str = "default", **kwargs: Any) -> Po
     return PodInfo.from_pod(make_pod(name, namespace, **kwargs))
 
 
-def make_node(name: str = "node", *, cpu: str | None = "4", memory: str | None = "8Gi",
-              pods: int | str | None = 110, ephemeral_storage: str | None = None,
-              extended: Mapping[str, Any] | None = None,
-              allocatable: Mapping[str, Any] | None = None,
-              labels: Mapping[str, str] | None = None,
-              annotations: Mapping[str, str] | None = None,
-              taints: Iterable[Mapping[str, Any]] | None = None,
-              unschedulable: bool = False,
-              internal_ip: str | None = None) -> dict[str, Any]:
+def make_node(
+    name: str = "node",
+    *,
+    cpu: str | None = "4",
+    memory: str | None = "8Gi",
+    pods: int | str | None = 110,
+    ephemeral_storage: str | None = None,
+    extended: Mapping[str, Any] | None = None,
+    allocatable: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    taints: Iterable[Mapping[str, Any]] | None = None,
+    unschedulable: bool = False,
+    internal_ip: str | None = None,
+) -> dict[str, Any]:
     """A node. ``allocatable`` replaces the resource shorthands entirely when given.
 
     The hostname label is set to the node name unless ``labels`` sets it.
     """
     if allocatable is None:
         alloc: dict[str, Any] = {}
-        for key, value in (("cpu", cpu), ("memory", memory), ("pods", pods),
-                           ("ephemeral-storage", ephemeral_storage)):
+        for key, value in (
+            ("cpu", cpu),
+            ("memory", memory),
+            ("pods", pods),
+            ("ephemeral-storage", ephemeral_storage),
+        ):
             if value is not None:
                 alloc[key] = str(value)
         alloc.update({k: str(v) for k, v in (extended or {}).items()})
     else:
         alloc = {k: str(v) for k, v in allocatable.items()}
-    meta: dict[str, Any] = {"name": name, "uid": f"node-{name}",
-                            "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"node-{name}",
+        "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+    }
     if annotations:
         meta["annotations"] = dict(annotations)
     spec: dict[str, Any] = {}
@@ -181,7 +221,9 @@ def make_node(name: str = "node", *, cpu: str | None = "4", memory: str | None =
     return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status}
 
 
-def node_info(name: str = "node", *, pods: Iterable[PodInfo | dict[str, Any]] = (), **kwargs: Any) -> NodeInfo:
+def node_info(
+    name: str = "node", *, pods: Iterable[PodInfo | dict[str, Any]] = (), **kwargs: Any
+) -> NodeInfo:
     """A NodeInfo of ``make_node(name, **kwargs)`` with ``pods`` placed on it.
 
     ``pods`` may be PodInfos or pod dicts; their ``nodeName`` is set to the node.
@@ -233,9 +275,12 @@ class FakeStore:
 class FakeHandle:
     """A :class:`scheduler.core.framework.Handle` for unit tests (no API client)."""
 
-    def __init__(self, snapshot: FakeSnapshot | None = None,
-                 stores: Mapping[str, Iterable[dict[str, Any]]] | None = None,
-                 scheduler_name: str = "default-scheduler") -> None:
+    def __init__(
+        self,
+        snapshot: FakeSnapshot | None = None,
+        stores: Mapping[str, Iterable[dict[str, Any]]] | None = None,
+        scheduler_name: str = "default-scheduler",
+    ) -> None:
         self._snapshot = snapshot or FakeSnapshot()
         self._stores = {k: FakeStore(v) for k, v in (stores or {}).items()}
         self._scheduler_name = scheduler_name
@@ -260,8 +305,9 @@ class FakeHandle:
 # Running a plugin the way a profile does
 
 
-def run_filter(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo],
-               snapshot: FakeSnapshot | None = None) -> dict[str, Any]:
+def run_filter(
+    plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo], snapshot: FakeSnapshot | None = None
+) -> dict[str, Any]:
     """PreFilter, then Filter on each node: node name -> Status or None (fits).
 
     A PreFilter SKIP means every node fits; a PreFilterResult rejects the nodes

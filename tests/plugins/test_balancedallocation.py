@@ -12,11 +12,17 @@ from .builders import container, node_info, pod_info, run_score
 
 
 def plugin(*resources):
-    args = NodeResourcesBalancedAllocationArgs(tuple(ResourceSpec(r, 1) for r in resources)) if resources else None
+    args = (
+        NodeResourcesBalancedAllocationArgs(tuple(ResourceSpec(r, 1) for r in resources))
+        if resources
+        else None
+    )
     return NodeResourcesBalancedAllocation(args, None)
 
 
-POD_3CPU_5GI = pod_info(containers=[container("a", cpu="1", memory="2Gi"), container("b", cpu="2", memory="3Gi")])
+POD_3CPU_5GI = pod_info(
+    containers=[container("a", cpu="1", memory="2Gi"), container("b", cpu="2", memory="3Gi")]
+)
 
 
 def test_differently_sized_nodes():
@@ -45,7 +51,9 @@ def test_best_effort_pods_are_not_scored():
     # without PreScore a best-effort pod scores 0
     assert pl.score(CycleState(), pod_info(), node_info("n")) == 0
     # a pod requesting only one of the resources is scored
-    assert run_score(pl, pod_info(requests={"memory": "5Gi"}), [node_info("n", cpu="4", memory="10Gi")]) == {"n": 75}
+    assert run_score(pl, pod_info(requests={"memory": "5Gi"}), [node_info("n", cpu="4", memory="10Gi")]) == {
+        "n": 75
+    }
 
 
 def test_three_resources_use_the_population_std():
@@ -66,13 +74,16 @@ def test_a_node_without_the_resources_scores_full():
     assert run_score(plugin(), POD_3CPU_5GI, [node_info("n", cpu=None, memory="10Gi")]) == {"n": 100}
 
 
-@pytest.mark.parametrize(("values", "want"), [
-    ([], 100),
-    ([(1, 2, 1)], 100),
-    ([(1, 4, 1), (3, 4, 1)], 75),
-    ([(0, 4, 1), (4, 4, 1)], 50),
-    ([(8, 4, 1), (0, 4, 1)], 50),
-])
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([], 100),
+        ([(1, 2, 1)], 100),
+        ([(1, 4, 1), (3, 4, 1)], 75),
+        ([(0, 4, 1), (4, 4, 1)], 50),
+        ([(8, 4, 1), (0, 4, 1)], 50),
+    ],
+)
 def test_balanced_score(values, want):
     assert balanced_score(values) == want
 

@@ -31,25 +31,28 @@ def fits(want: list[str], existing: list[str]) -> bool:
     return st is None
 
 
-@pytest.mark.parametrize(("want", "existing", "ok"), [
-    (["UDP/127.0.0.1/8080"], [], True),
-    (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),                    # same udp port
-    (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], False),                    # same tcp port
-    (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.2/8080"], True),                     # different host ip
-    (["UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], True),                     # different protocol
-    (["UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8001", "UDP/127.0.0.1/8080"], False),
-    (["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"], False),
-    (["TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),                      # wildcard wants, specific used
-    (["TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),
-    (["TCP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], False),                      # specific wants, wildcard used
-    (["UDP/0.0.0.0/8001"], ["TCP/0.0.0.0/8001"], True),                         # wildcard, other protocol
-    (["UDP/0.0.0.0/8001"], ["TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"], False),
-    # unset IP means 0.0.0.0 and unset protocol TCP
-    (["//8001"], ["TCP/127.0.0.1/8001"], False),
-    (["TCP/127.0.0.1/8001"], ["//8001"], False),
-    (["UDP//8001"], ["//8001"], True),
-    (["TCP/10.0.0.1/8001"], ["TCP/10.0.0.2/8001", "TCP/10.0.0.3/8002"], True),
-])
+@pytest.mark.parametrize(
+    ("want", "existing", "ok"),
+    [
+        (["UDP/127.0.0.1/8080"], [], True),
+        (["UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8080"], False),  # same udp port
+        (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], False),  # same tcp port
+        (["TCP/127.0.0.1/8080"], ["TCP/127.0.0.2/8080"], True),  # different host ip
+        (["UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8080"], True),  # different protocol
+        (["UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"], ["UDP/127.0.0.1/8001", "UDP/127.0.0.1/8080"], False),
+        (["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"], ["TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"], False),
+        (["TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),  # wildcard wants, specific used
+        (["TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"], ["TCP/127.0.0.1/8001"], False),
+        (["TCP/127.0.0.1/8001"], ["TCP/0.0.0.0/8001"], False),  # specific wants, wildcard used
+        (["UDP/0.0.0.0/8001"], ["TCP/0.0.0.0/8001"], True),  # wildcard, other protocol
+        (["UDP/0.0.0.0/8001"], ["TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"], False),
+        # unset IP means 0.0.0.0 and unset protocol TCP
+        (["//8001"], ["TCP/127.0.0.1/8001"], False),
+        (["TCP/127.0.0.1/8001"], ["//8001"], False),
+        (["UDP//8001"], ["//8001"], True),
+        (["TCP/10.0.0.1/8001"], ["TCP/10.0.0.2/8001", "TCP/10.0.0.3/8002"], True),
+    ],
+)
 def test_port_conflicts(want, existing, ok):
     assert fits(want, existing) is ok
 

@@ -23,8 +23,19 @@ HUGEPAGES = "hugepages-2Mi"
 def small_node(*pods, **kwargs):
     """kube's fit_test node: 10m cpu, 20 bytes memory, 32 pods, 5 of example.com/aaa,
     20 bytes of ephemeral storage, 5 hugepages-2Mi."""
-    return node_info("n1", allocatable={"cpu": "10m", "memory": "20", "pods": 32, "ephemeral-storage": "20",
-                                        EXT_A: 5, HUGEPAGES: 5}, pods=list(pods), **kwargs)
+    return node_info(
+        "n1",
+        allocatable={
+            "cpu": "10m",
+            "memory": "20",
+            "pods": 32,
+            "ephemeral-storage": "20",
+            EXT_A: 5,
+            HUGEPAGES: 5,
+        },
+        pods=list(pods),
+        **kwargs,
+    )
 
 
 def used(cpu="0", memory="0", **extra):
@@ -41,46 +52,64 @@ def verdict(pod, node, args=None):
 U, UU = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
-@pytest.mark.parametrize(("pod_kwargs", "existing", "want"), [
-    # a pod requesting nothing always fits (but for the pod count)
-    ({}, used("10m", "20"), None),
-    ({"requests": {"cpu": "1m", "memory": "1"}}, used("10m", "20"), (U, ("Insufficient cpu", "Insufficient memory"))),
-    ({"requests": {"cpu": "1m", "memory": "1"}}, used("5m", "5"), None),
-    ({"requests": {"cpu": "2m", "memory": "1"}}, used("9m", "5"), (U, ("Insufficient cpu",))),
-    ({"requests": {"cpu": "1m", "memory": "2"}}, used("5m", "19"), (U, ("Insufficient memory",))),
-    ({"requests": {"cpu": "5m", "memory": "19"}}, used("5m", "1"), None),                       # exactly full
-    # more than the node has at all: preemption could not help
-    ({"requests": {"cpu": "11m", "memory": "1"}}, used(), (UU, ("Insufficient cpu",))),
-    ({"requests": {"cpu": "11m", "memory": "2"}}, used("1m", "19"), (UU, ("Insufficient cpu", "Insufficient memory"))),
-    # ephemeral storage
-    ({"requests": {"ephemeral-storage": "10"}}, used(**{"ephemeral-storage": "15"}),
-     (U, ("Insufficient ephemeral-storage",))),
-    ({"requests": {"ephemeral-storage": "25"}}, used(), (UU, ("Insufficient ephemeral-storage",))),
-    ({"requests": {"ephemeral-storage": "5"}}, used(**{"ephemeral-storage": "15"}), None),
-    # extended resources and hugepages
-    ({"requests": {EXT_A: "1"}}, used(), None),
-    ({"requests": {EXT_A: "10"}}, used(), (UU, (f"Insufficient {EXT_A}",))),                 # over capacity
-    ({"requests": {EXT_A: "1"}}, used(**{EXT_A: "5"}), (U, (f"Insufficient {EXT_A}",))),    # all in use
-    ({"requests": {EXT_B: "1"}}, used(), (UU, (f"Insufficient {EXT_B}",))),                 # node lacks it
-    ({"requests": {EXT_B: "0"}}, used(), None),                                              # zero is skipped
-    ({"requests": {HUGEPAGES: "3"}}, used(**{HUGEPAGES: "3"}), (U, (f"Insufficient {HUGEPAGES}",))),
-    ({"requests": {HUGEPAGES: "6"}}, used(), (UU, (f"Insufficient {HUGEPAGES}",))),
-])
+@pytest.mark.parametrize(
+    ("pod_kwargs", "existing", "want"),
+    [
+        # a pod requesting nothing always fits (but for the pod count)
+        ({}, used("10m", "20"), None),
+        (
+            {"requests": {"cpu": "1m", "memory": "1"}},
+            used("10m", "20"),
+            (U, ("Insufficient cpu", "Insufficient memory")),
+        ),
+        ({"requests": {"cpu": "1m", "memory": "1"}}, used("5m", "5"), None),
+        ({"requests": {"cpu": "2m", "memory": "1"}}, used("9m", "5"), (U, ("Insufficient cpu",))),
+        ({"requests": {"cpu": "1m", "memory": "2"}}, used("5m", "19"), (U, ("Insufficient memory",))),
+        ({"requests": {"cpu": "5m", "memory": "19"}}, used("5m", "1"), None),  # exactly full
+        # more than the node has at all: preemption could not help
+        ({"requests": {"cpu": "11m", "memory": "1"}}, used(), (UU, ("Insufficient cpu",))),
+        (
+            {"requests": {"cpu": "11m", "memory": "2"}},
+            used("1m", "19"),
+            (UU, ("Insufficient cpu", "Insufficient memory")),
+        ),
+        # ephemeral storage
+        (
+            {"requests": {"ephemeral-storage": "10"}},
+            used(**{"ephemeral-storage": "15"}),
+            (U, ("Insufficient ephemeral-storage",)),
+        ),
+        ({"requests": {"ephemeral-storage": "25"}}, used(), (UU, ("Insufficient ephemeral-storage",))),
+        ({"requests": {"ephemeral-storage": "5"}}, used(**{"ephemeral-storage": "15"}), None),
+        # extended resources and hugepages
+        ({"requests": {EXT_A: "1"}}, used(), None),
+        ({"requests": {EXT_A: "10"}}, used(), (UU, (f"Insufficient {EXT_A}",))),  # over capacity
+        ({"requests": {EXT_A: "1"}}, used(**{EXT_A: "5"}), (U, (f"Insufficient {EXT_A}",))),  # all in use
+        ({"requests": {EXT_B: "1"}}, used(), (UU, (f"Insufficient {EXT_B}",))),  # node lacks it
+        ({"requests": {EXT_B: "0"}}, used(), None),  # zero is skipped
+        ({"requests": {HUGEPAGES: "3"}}, used(**{HUGEPAGES: "3"}), (U, (f"Insufficient {HUGEPAGES}",))),
+        ({"requests": {HUGEPAGES: "6"}}, used(), (UU, (f"Insufficient {HUGEPAGES}",))),
+    ],
+)
 def test_filter(pod_kwargs, existing, want):
     assert verdict(pod_info(**pod_kwargs), small_node(existing)) == want
 
 
 def test_init_containers_count_at_their_peak():
     # init 3m runs alone (3m), then the app containers (1m): the pod needs 3m.
-    pod = pod_info(containers=[container(cpu="1m", memory="1")],
-                   init_containers=[container("init", cpu="3m", memory="1")])
+    pod = pod_info(
+        containers=[container(cpu="1m", memory="1")],
+        init_containers=[container("init", cpu="3m", memory="1")],
+    )
     assert verdict(pod, small_node(used("8m", "19"))) == (U, ("Insufficient cpu",))
     assert verdict(pod, small_node(used("7m", "19"))) is None
 
 
 def test_sidecars_add_to_the_app_containers():
-    pod = pod_info(containers=[container(cpu="2m")],
-                   init_containers=[container("sidecar", cpu="2m", restart_policy="Always")])
+    pod = pod_info(
+        containers=[container(cpu="2m")],
+        init_containers=[container("sidecar", cpu="2m", restart_policy="Always")],
+    )
     assert verdict(pod, small_node(used("7m"))) == (U, ("Insufficient cpu",))
     assert verdict(pod, small_node(used("6m"))) is None
 
@@ -99,28 +128,44 @@ def test_too_many_pods_applies_to_pods_requesting_nothing():
     assert verdict(pod_info(), node_info("n2", allocatable={"cpu": "1"})) == (U, ("Too many pods",))
 
 
-@pytest.mark.parametrize(("args", "want"), [
-    (None, (UU, (f"Insufficient {EXT_B}",))),
-    (NodeResourcesFitArgs(ignored_resources=(EXT_B,)), None),
-    (NodeResourcesFitArgs(ignored_resource_groups=("example.com",)), None),
-    (NodeResourcesFitArgs(ignored_resource_groups=("example",)), (UU, (f"Insufficient {EXT_B}",))),
-])
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        (None, (UU, (f"Insufficient {EXT_B}",))),
+        (NodeResourcesFitArgs(ignored_resources=(EXT_B,)), None),
+        (NodeResourcesFitArgs(ignored_resource_groups=("example.com",)), None),
+        (NodeResourcesFitArgs(ignored_resource_groups=("example",)), (UU, (f"Insufficient {EXT_B}",))),
+    ],
+)
 def test_ignored_extended_resources(args, want):
     assert verdict(pod_info(requests={EXT_B: "1"}), small_node(), args) == want
 
 
 def test_native_resources_cannot_be_ignored():
-    args = NodeResourcesFitArgs(ignored_resources=(HUGEPAGES, "kubernetes.io/foo"),
-                                ignored_resource_groups=("kubernetes.io",))
-    assert verdict(pod_info(requests={HUGEPAGES: "6"}), small_node(), args) == (UU, (f"Insufficient {HUGEPAGES}",))
-    assert verdict(pod_info(requests={"kubernetes.io/foo": "1"}), small_node(), args) == \
-        (UU, ("Insufficient kubernetes.io/foo",))
+    args = NodeResourcesFitArgs(
+        ignored_resources=(HUGEPAGES, "kubernetes.io/foo"), ignored_resource_groups=("kubernetes.io",)
+    )
+    assert verdict(pod_info(requests={HUGEPAGES: "6"}), small_node(), args) == (
+        UU,
+        (f"Insufficient {HUGEPAGES}",),
+    )
+    assert verdict(pod_info(requests={"kubernetes.io/foo": "1"}), small_node(), args) == (
+        UU,
+        ("Insufficient kubernetes.io/foo",),
+    )
 
 
-@pytest.mark.parametrize(("name", "extended"), [
-    ("example.com/aaa", True), ("nvidia.com/gpu", True), ("cpu", False), ("hugepages-2Mi", False),
-    ("kubernetes.io/foo", False), ("requests.example.com/x", False),
-])
+@pytest.mark.parametrize(
+    ("name", "extended"),
+    [
+        ("example.com/aaa", True),
+        ("nvidia.com/gpu", True),
+        ("cpu", False),
+        ("hugepages-2Mi", False),
+        ("kubernetes.io/foo", False),
+        ("requests.example.com/x", False),
+    ],
+)
 def test_is_extended_resource_name(name, extended):
     assert is_extended_resource_name(name) is extended
 
@@ -133,8 +178,13 @@ def strategy(kind, resources=(("cpu", 1), ("memory", 1)), shape=None):
     rtcr = None
     if shape is not None:
         rtcr = RequestedToCapacityRatioParam(tuple(UtilizationShapePoint(u, s) for u, s in shape))
-    return NodeResourcesFitArgs(scoring_strategy=ScoringStrategy(
-        type=kind, resources=tuple(ResourceSpec(n, w) for n, w in resources), requested_to_capacity_ratio=rtcr))
+    return NodeResourcesFitArgs(
+        scoring_strategy=ScoringStrategy(
+            type=kind,
+            resources=tuple(ResourceSpec(n, w) for n, w in resources),
+            requested_to_capacity_ratio=rtcr,
+        )
+    )
 
 
 def scores(args, pod, nodes):
@@ -142,7 +192,9 @@ def scores(args, pod, nodes):
 
 
 TWO_NODES = [node_info("small", cpu="4", memory="10Gi"), node_info("large", cpu="6", memory="10Gi")]
-POD_3CPU_5GI = pod_info(containers=[container("a", cpu="1", memory="2Gi"), container("b", cpu="2", memory="3Gi")])
+POD_3CPU_5GI = pod_info(
+    containers=[container("a", cpu="1", memory="2Gi"), container("b", cpu="2", memory="3Gi")]
+)
 
 
 def test_least_allocated_is_the_default():
@@ -189,8 +241,11 @@ def test_extended_resources_score_only_when_the_pod_asks_and_the_node_has_them()
 def test_requested_to_capacity_ratio_bin_packing_example():
     # The bin-packing example of the Kubernetes docs ("Resource Bin Packing"),
     # on the 0..100 scale kube-scheduler uses now (shape scores times 10).
-    args = strategy("RequestedToCapacityRatio", (("intel.com/foo", 5), ("memory", 1), ("cpu", 3)),
-                    shape=((0, 0), (100, 10)))
+    args = strategy(
+        "RequestedToCapacityRatio",
+        (("intel.com/foo", 5), ("memory", 1), ("cpu", 3)),
+        shape=((0, 0), (100, 10)),
+    )
     on_node = pod_info("on-node", requests={"intel.com/foo": "1", "memory": "256Mi", "cpu": "1"})
     node1 = node_info("node1", cpu="8", memory="1Gi", extended={"intel.com/foo": 4}, pods=[on_node])
     pod = pod_info("new", requests={"intel.com/foo": "2", "memory": "256Mi", "cpu": "2"})
@@ -207,8 +262,9 @@ def test_requested_to_capacity_ratio_ignores_resources_scoring_zero():
     pod = pod_info(containers=[container(cpu="2")])
     assert scores(args, pod, [node]) == {"n": 13}
     # with memory really requested as 0 a resource scoring 0 drops out of the weights
-    args_cpu_eph = strategy("RequestedToCapacityRatio", (("cpu", 1), ("ephemeral-storage", 3)),
-                            shape=((0, 0), (100, 10)))
+    args_cpu_eph = strategy(
+        "RequestedToCapacityRatio", (("cpu", 1), ("ephemeral-storage", 3)), shape=((0, 0), (100, 10))
+    )
     node_eph = node_info("e", cpu="4", memory="10Gi", ephemeral_storage="100Gi")
     assert scores(args_cpu_eph, pod, [node_eph]) == {"e": 50}
 
@@ -242,11 +298,22 @@ def random_cluster(seed: int, n: int = 60):
     rng = random.Random(seed)
     nodes = []
     for i in range(n):
-        pods = [pod_info(f"p{i}-{j}", requests={k: v for k, v in (
-            ("cpu", f"{rng.randint(0, 3000)}m"), ("memory", f"{rng.randint(0, 6000)}Mi")) if rng.random() < 0.8})
-            for j in range(rng.randint(0, 6))]
-        nodes.append(node_info(f"n{i}", cpu=str(rng.choice([0, 2, 4, 8])), memory=f"{rng.choice([0, 4, 8, 16])}Gi",
-                               pods=pods))
+        pods = [
+            pod_info(
+                f"p{i}-{j}",
+                requests={
+                    k: v
+                    for k, v in (("cpu", f"{rng.randint(0, 3000)}m"), ("memory", f"{rng.randint(0, 6000)}Mi"))
+                    if rng.random() < 0.8
+                },
+            )
+            for j in range(rng.randint(0, 6))
+        ]
+        nodes.append(
+            node_info(
+                f"n{i}", cpu=str(rng.choice([0, 2, 4, 8])), memory=f"{rng.choice([0, 4, 8, 16])}Gi", pods=pods
+            )
+        )
     pod = pod_info("new", requests={"cpu": f"{rng.randint(1, 4000)}m", "memory": f"{rng.randint(1, 9000)}Mi"})
     return pod, nodes
 

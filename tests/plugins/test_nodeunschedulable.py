@@ -24,15 +24,18 @@ def test_unschedulable_node_rejects_pod_without_toleration():
     assert st.reasons == ("node(s) were unschedulable",)
 
 
-@pytest.mark.parametrize(("tol", "admitted"), [
-    (toleration("node.kubernetes.io/unschedulable", effect="NoSchedule"), True),
-    (toleration("node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"), True),
-    (toleration("node.kubernetes.io/unschedulable", operator="Exists"), True),
-    (toleration(operator="Exists"), True),
-    (toleration("node.kubernetes.io/unschedulable", effect="NoExecute"), False),
-    (toleration("node.kubernetes.io/unschedulable", "true", effect="NoSchedule"), False),
-    (toleration("other", operator="Exists"), False),
-])
+@pytest.mark.parametrize(
+    ("tol", "admitted"),
+    [
+        (toleration("node.kubernetes.io/unschedulable", effect="NoSchedule"), True),
+        (toleration("node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule"), True),
+        (toleration("node.kubernetes.io/unschedulable", operator="Exists"), True),
+        (toleration(operator="Exists"), True),
+        (toleration("node.kubernetes.io/unschedulable", effect="NoExecute"), False),
+        (toleration("node.kubernetes.io/unschedulable", "true", effect="NoSchedule"), False),
+        (toleration("other", operator="Exists"), False),
+    ],
+)
 def test_unschedulable_node_admits_pod_tolerating_the_unschedulable_taint(tol, admitted):
     st = filter_status(pod_info(tolerations=[tol]), node_info("n1", unschedulable=True))
     assert (st is None) is admitted

@@ -25,8 +25,9 @@ BAR = {"matchExpressions": [{"key": "bar", "operator": "Exists"}]}
 U, UR = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
-def spread(max_skew: int, key: str, when: str = "DoNotSchedule", selector: dict | None = FOO,
-           **extra: Any) -> dict[str, Any]:
+def spread(
+    max_skew: int, key: str, when: str = "DoNotSchedule", selector: dict | None = FOO, **extra: Any
+) -> dict[str, Any]:
     c: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": key, "whenUnsatisfiable": when, **extra}
     if selector is not None:
         c["labelSelector"] = selector
@@ -34,16 +35,33 @@ def spread(max_skew: int, key: str, when: str = "DoNotSchedule", selector: dict 
 
 
 def incoming(*constraints: dict[str, Any], labels: dict[str, str] | None = None, **kw: Any) -> PodInfo:
-    return PodInfo.from_pod(make_pod("p", labels={"foo": ""} if labels is None else labels,
-                                     topology_spread_constraints=list(constraints) or None, **kw))
+    return PodInfo.from_pod(
+        make_pod(
+            "p",
+            labels={"foo": ""} if labels is None else labels,
+            topology_spread_constraints=list(constraints) or None,
+            **kw,
+        )
+    )
 
 
-def node(name: str, labels: dict[str, str], pods: list[dict[str, str]] = (), taints: list | None = None,
-         **pod_kw: Any) -> NodeInfo:
+def node(
+    name: str,
+    labels: dict[str, str],
+    pods: list[dict[str, str]] = (),
+    taints: list | None = None,
+    **pod_kw: Any,
+) -> NodeInfo:
     """A node with exactly ``labels`` and one pod per entry of ``pods`` (the pod's labels)."""
     spec: dict[str, Any] = {"taints": taints} if taints else {}
-    ni = NodeInfo(name, {"metadata": {"name": name, "labels": labels}, "spec": spec,
-                         "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    ni = NodeInfo(
+        name,
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        },
+    )
     for i, pl in enumerate(pods):
         ni.add_pod(PodInfo.from_pod(make_pod(f"{name}-{i}", labels=pl, node_name=name, **pod_kw)))
     return ni
@@ -52,8 +70,10 @@ def node(name: str, labels: dict[str, str], pods: list[dict[str, str]] = (), tai
 def zones(a: int, b: int, x: int, y: int, labels: dict[str, str] | None = None) -> list[NodeInfo]:
     """kube's test layout: node-a, node-b in zone1, node-x, node-y in zone2, with n matching pods each."""
     pl = labels or {"foo": ""}
-    return [node(f"node-{n}", {"zone": z, "node": f"node-{n}"}, [pl] * count)
-            for n, z, count in (("a", "zone1", a), ("b", "zone1", b), ("x", "zone2", x), ("y", "zone2", y))]
+    return [
+        node(f"node-{n}", {"zone": z, "node": f"node-{n}"}, [pl] * count)
+        for n, z, count in (("a", "zone1", a), ("b", "zone1", b), ("x", "zone2", x), ("y", "zone2", y))
+    ]
 
 
 def plugin(nodes: list[NodeInfo], args: Any = None) -> tuple[PodTopologySpread, FakeSnapshot]:
@@ -61,8 +81,9 @@ def plugin(nodes: list[NodeInfo], args: Any = None) -> tuple[PodTopologySpread, 
     return PodTopologySpread(args, FakeHandle(snap)), snap
 
 
-def run_filter(pod: PodInfo, nodes: list[NodeInfo], args: Any = None
-               ) -> Status | dict[str, tuple[Code, str] | None]:
+def run_filter(
+    pod: PodInfo, nodes: list[NodeInfo], args: Any = None
+) -> Status | dict[str, tuple[Code, str] | None]:
     pl, snap = plugin(nodes, args)
     state = CycleState()
     st = pl.pre_filter(state, pod, snap)
@@ -93,7 +114,12 @@ def test_skew_over_zones() -> None:
     # zone1 holds 3 matching pods, zone2 1: the global minimum is 1.
     nodes = zones(2, 1, 0, 1)
     got = run_filter(incoming(spread(1, "zone")), nodes)
-    assert got == {"node-a": (U, ERR_CONSTRAINTS), "node-b": (U, ERR_CONSTRAINTS), "node-x": None, "node-y": None}
+    assert got == {
+        "node-a": (U, ERR_CONSTRAINTS),
+        "node-b": (U, ERR_CONSTRAINTS),
+        "node-x": None,
+        "node-y": None,
+    }
     assert passing(run_filter(incoming(spread(3, "zone")), nodes)) == ["node-a", "node-b", "node-x", "node-y"]
 
 
@@ -101,7 +127,11 @@ def test_pod_not_matching_its_own_selector_adds_no_skew() -> None:
     nodes = zones(2, 1, 0, 1)  # 3 - 1 = 2
     assert passing(run_filter(incoming(spread(2, "zone")), nodes)) == ["node-x", "node-y"]
     assert passing(run_filter(incoming(spread(2, "zone"), labels={"bar": ""}), nodes)) == [
-        "node-a", "node-b", "node-x", "node-y"]
+        "node-a",
+        "node-b",
+        "node-x",
+        "node-y",
+    ]
 
 
 def test_node_without_every_key_is_unresolvable_and_not_counted() -> None:
@@ -113,13 +143,25 @@ def test_node_without_every_key_is_unresolvable_and_not_counted() -> None:
 
 
 def test_only_live_pods_of_the_same_namespace_count() -> None:
-    nodes = [node("node-a", {"zone": "zone1"}, [{"foo": ""}], namespace="other"),
-             node("node-b", {"zone": "zone1"}, [{"foo": ""}], phase="Succeeded"),
-             node("node-x", {"zone": "zone2"})]
-    nodes[1].add_pod(PodInfo.from_pod({**make_pod("gone", labels={"foo": ""}, node_name="node-b"),
-                                       "metadata": {"name": "gone", "namespace": "default", "uid": "gone",
-                                                    "labels": {"foo": ""},
-                                                    "deletionTimestamp": "2026-01-01T00:00:00Z"}}))
+    nodes = [
+        node("node-a", {"zone": "zone1"}, [{"foo": ""}], namespace="other"),
+        node("node-b", {"zone": "zone1"}, [{"foo": ""}], phase="Succeeded"),
+        node("node-x", {"zone": "zone2"}),
+    ]
+    nodes[1].add_pod(
+        PodInfo.from_pod(
+            {
+                **make_pod("gone", labels={"foo": ""}, node_name="node-b"),
+                "metadata": {
+                    "name": "gone",
+                    "namespace": "default",
+                    "uid": "gone",
+                    "labels": {"foo": ""},
+                    "deletionTimestamp": "2026-01-01T00:00:00Z",
+                },
+            }
+        )
+    )
     assert passing(run_filter(incoming(spread(1, "zone")), nodes)) == ["node-a", "node-b", "node-x"]
     nodes.append(node("node-y", {"zone": "zone1"}, [{"foo": ""}]))
     assert passing(run_filter(incoming(spread(1, "zone")), nodes)) == ["node-x"]
@@ -128,8 +170,12 @@ def test_only_live_pods_of_the_same_namespace_count() -> None:
 def test_every_constraint_must_hold() -> None:
     # zone: zone1 2, zone2 1 -> a and b fail; node: a 0, b 2, x 1, y 0 -> b and x fail.
     got = run_filter(incoming(spread(1, "zone"), spread(1, "node")), zones(0, 2, 1, 0))
-    assert got == {"node-a": (U, ERR_CONSTRAINTS), "node-b": (U, ERR_CONSTRAINTS),
-                   "node-x": (U, ERR_CONSTRAINTS), "node-y": None}
+    assert got == {
+        "node-a": (U, ERR_CONSTRAINTS),
+        "node-b": (U, ERR_CONSTRAINTS),
+        "node-x": (U, ERR_CONSTRAINTS),
+        "node-y": None,
+    }
 
 
 def test_min_domains_treats_the_global_minimum_as_zero() -> None:
@@ -138,9 +184,17 @@ def test_min_domains_treats_the_global_minimum_as_zero() -> None:
     got = run_filter(incoming(spread(1, "zone", minDomains=3)), nodes)
     assert passing(got) == []
     assert passing(run_filter(incoming(spread(2, "zone", minDomains=3)), nodes)) == [
-        "node-a", "node-b", "node-x", "node-y"]
+        "node-a",
+        "node-b",
+        "node-x",
+        "node-y",
+    ]
     assert passing(run_filter(incoming(spread(1, "zone", minDomains=2)), nodes)) == [
-        "node-a", "node-b", "node-x", "node-y"]
+        "node-a",
+        "node-b",
+        "node-x",
+        "node-y",
+    ]
 
 
 def test_node_affinity_policy() -> None:
@@ -156,7 +210,10 @@ def test_node_affinity_policy() -> None:
 
 
 def test_node_taints_policy() -> None:
-    nodes = [*zones(1, 0, 1, 0), node("node-z", {"zone": "zone3", "node": "node-z"}, taints=[taint("dedicated")])]
+    nodes = [
+        *zones(1, 0, 1, 0),
+        node("node-z", {"zone": "zone3", "node": "node-z"}, taints=[taint("dedicated")]),
+    ]
     # Ignore (default): the tainted zone3 counts, with 0 pods.
     assert passing(run_filter(incoming(spread(1, "zone")), nodes)) == ["node-z"]
     honor = spread(1, "zone", nodeTaintsPolicy="Honor")
@@ -170,8 +227,10 @@ def test_match_label_keys_count_only_the_same_revision() -> None:
     nodes = [node("node-a", {"zone": "zone1"}, [old, old]), node("node-x", {"zone": "zone2"})]
     plain = incoming(spread(1, "zone"), labels={"foo": "", "pod-template-hash": "new"})
     assert passing(run_filter(plain, nodes)) == ["node-x"]
-    keyed = incoming(spread(1, "zone", matchLabelKeys=["pod-template-hash"]),
-                     labels={"foo": "", "pod-template-hash": "new"})
+    keyed = incoming(
+        spread(1, "zone", matchLabelKeys=["pod-template-hash"]),
+        labels={"foo": "", "pod-template-hash": "new"},
+    )
     assert passing(run_filter(keyed, nodes)) == ["node-a", "node-x"]
 
 
@@ -179,7 +238,11 @@ def test_empty_selector_counts_no_pods() -> None:
     # kube-scheduler's countPodsMatchSelector: an empty selector matches every pod but counts none.
     nodes = zones(3, 0, 0, 0)
     assert passing(run_filter(incoming(spread(1, "zone", selector={})), nodes)) == [
-        "node-a", "node-b", "node-x", "node-y"]
+        "node-a",
+        "node-b",
+        "node-x",
+        "node-y",
+    ]
 
 
 def test_invalid_selector_is_an_error() -> None:
@@ -214,43 +277,70 @@ def test_list_defaults_apply_to_controller_owned_pods_by_their_labels() -> None:
     assert run_filter(owned(None, web), nodes, args) is SKIP  # no controller: no defaults
     assert run_filter(owned("DaemonSet", web), nodes, args) is SKIP
     other = {"app": "api", "pod-template-hash": "1"}
-    assert passing(run_filter(owned("ReplicaSet", other), nodes, args)) == ["node-a", "node-b", "node-x", "node-y"]
+    assert passing(run_filter(owned("ReplicaSet", other), nodes, args)) == [
+        "node-a",
+        "node-b",
+        "node-x",
+        "node-y",
+    ]
 
 
 def test_default_selector_ignores_statefulset_per_pod_labels() -> None:
     args = list_args({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"})
-    nodes = [node("node-a", {"zone": "zone1"}, [{"app": "db", "statefulset.kubernetes.io/pod-name": "db-0",
-                                                "controller-revision-hash": "r1"}]),
-             node("node-x", {"zone": "zone2"})]
-    pod = owned("StatefulSet", {"app": "db", "statefulset.kubernetes.io/pod-name": "db-1",
-                                "controller-revision-hash": "r2"})
+    nodes = [
+        node(
+            "node-a",
+            {"zone": "zone1"},
+            [{"app": "db", "statefulset.kubernetes.io/pod-name": "db-0", "controller-revision-hash": "r1"}],
+        ),
+        node("node-x", {"zone": "zone2"}),
+    ]
+    pod = owned(
+        "StatefulSet",
+        {"app": "db", "statefulset.kubernetes.io/pod-name": "db-1", "controller-revision-hash": "r2"},
+    )
     assert passing(run_filter(pod, nodes, args)) == ["node-x"]
 
 
 def test_pod_constraints_replace_the_defaults() -> None:
     args = list_args({"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"})
-    pod = PodInfo.from_pod(make_pod("p", labels={"foo": ""}, owner_kind="ReplicaSet",
-                                    topology_spread_constraints=[spread(5, "zone")]))
+    pod = PodInfo.from_pod(
+        make_pod(
+            "p", labels={"foo": ""}, owner_kind="ReplicaSet", topology_spread_constraints=[spread(5, "zone")]
+        )
+    )
     assert passing(run_filter(pod, zones(2, 0, 0, 0), args)) == ["node-a", "node-b", "node-x", "node-y"]
 
 
 def test_default_constraints_from_configuration_objects() -> None:
     """The configuration decodes defaultConstraints into objects with snake_case attributes."""
-    c = SimpleNamespace(max_skew=1, topology_key="zone", when_unsatisfiable="DoNotSchedule",
-                        node_affinity_policy=None, node_taints_policy=None)
+    c = SimpleNamespace(
+        max_skew=1,
+        topology_key="zone",
+        when_unsatisfiable="DoNotSchedule",
+        node_affinity_policy=None,
+        node_taints_policy=None,
+    )
     args = SimpleNamespace(defaulting_type="List", default_constraints=(c,))
-    assert passing(run_filter(owned("ReplicaSet", {"foo": ""}), zones(2, 0, 0, 0), args)) == ["node-x", "node-y"]
+    assert passing(run_filter(owned("ReplicaSet", {"foo": ""}), zones(2, 0, 0, 0), args)) == [
+        "node-x",
+        "node-y",
+    ]
 
 
 # --- Score (kube-scheduler's TestPodTopologySpreadScore) --------------------------------------
 
 
 def hostnames(*counts: int, names: str = "abcd", labels: dict[str, str] | None = None) -> list[NodeInfo]:
-    return [node(f"node-{n}", {HOSTNAME: f"node-{n}"}, [labels or {"foo": ""}] * c) for n, c in zip(names[:len(counts)], counts, strict=True)]
+    return [
+        node(f"node-{n}", {HOSTNAME: f"node-{n}"}, [labels or {"foo": ""}] * c)
+        for n, c in zip(names[: len(counts)], counts, strict=True)
+    ]
 
 
-def run_score(pod: PodInfo, nodes: list[NodeInfo], failed: list[NodeInfo] = (), args: Any = None
-              ) -> Status | dict[str, int]:
+def run_score(
+    pod: PodInfo, nodes: list[NodeInfo], failed: list[NodeInfo] = (), args: Any = None
+) -> Status | dict[str, int]:
     pl, _ = plugin([*nodes, *failed], args)
     state = CycleState()
     st = pl.pre_score(state, pod, nodes)
@@ -266,37 +356,77 @@ def soft(max_skew: int, key: str, selector: dict = FOO) -> dict[str, Any]:
 
 
 SCORE_CASES = [
-    ("no existing pods", incoming(soft(1, HOSTNAME)), hostnames(0, 0, names="ab"), [],
-     {"node-a": 100, "node-b": 100}),
-    ("all nodes have the same number of matching pods", incoming(soft(1, HOSTNAME)), hostnames(1, 1, names="ab"), [],
-     {"node-a": 100, "node-b": 100}),
-    ("2/1/0/3, maxSkew=2", incoming(soft(2, HOSTNAME)), hostnames(2, 1, 0, 3), [],
-     {"node-a": 33, "node-b": 66, "node-c": 100, "node-d": 16}),
-    ("4/3/2/1, maxSkew=3", incoming(soft(3, HOSTNAME)), hostnames(4, 3, 2, 1), [],
-     {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100}),
-    ("3 out of 4 nodes are candidates", incoming(soft(1, HOSTNAME)), hostnames(4, 2, 1, names="abx"),
-     hostnames(3, names="y"), {"node-a": 33, "node-b": 83, "node-x": 100}),
-    ("one candidate lacks the topology key", incoming(soft(1, HOSTNAME)),
-     [*hostnames(4, names="a"), node("node-b", {"n": "node-b"}, [{"foo": ""}] * 2), *hostnames(1, names="x")],
-     hostnames(3, names="y"), {"node-a": 16, "node-b": 0, "node-x": 100}),
+    (
+        "no existing pods",
+        incoming(soft(1, HOSTNAME)),
+        hostnames(0, 0, names="ab"),
+        [],
+        {"node-a": 100, "node-b": 100},
+    ),
+    (
+        "all nodes have the same number of matching pods",
+        incoming(soft(1, HOSTNAME)),
+        hostnames(1, 1, names="ab"),
+        [],
+        {"node-a": 100, "node-b": 100},
+    ),
+    (
+        "2/1/0/3, maxSkew=2",
+        incoming(soft(2, HOSTNAME)),
+        hostnames(2, 1, 0, 3),
+        [],
+        {"node-a": 33, "node-b": 66, "node-c": 100, "node-d": 16},
+    ),
+    (
+        "4/3/2/1, maxSkew=3",
+        incoming(soft(3, HOSTNAME)),
+        hostnames(4, 3, 2, 1),
+        [],
+        {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100},
+    ),
+    (
+        "3 out of 4 nodes are candidates",
+        incoming(soft(1, HOSTNAME)),
+        hostnames(4, 2, 1, names="abx"),
+        hostnames(3, names="y"),
+        {"node-a": 33, "node-b": 83, "node-x": 100},
+    ),
+    (
+        "one candidate lacks the topology key",
+        incoming(soft(1, HOSTNAME)),
+        [
+            *hostnames(4, names="a"),
+            node("node-b", {"n": "node-b"}, [{"foo": ""}] * 2),
+            *hostnames(1, names="x"),
+        ],
+        hostnames(3, names="y"),
+        {"node-a": 16, "node-b": 0, "node-x": 100},
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,pod,nodes,failed,want", SCORE_CASES, ids=[c[0] for c in SCORE_CASES])
-def test_score(name: str, pod: PodInfo, nodes: list[NodeInfo], failed: list[NodeInfo], want: dict[str, int]) -> None:
+def test_score(
+    name: str, pod: PodInfo, nodes: list[NodeInfo], failed: list[NodeInfo], want: dict[str, int]
+) -> None:
     assert run_score(pod, nodes, failed) == want
 
 
 def zone_nodes(pods: dict[str, list[dict[str, str]]]) -> dict[str, NodeInfo]:
     layout = {"a": "zone1", "b": "zone1", "x": "zone2", "y": "zone2"}
-    return {n: node(f"node-{n}", {"zone": z, HOSTNAME: f"node-{n}"}, pods.get(n, [])) for n, z in layout.items()}
+    return {
+        n: node(f"node-{n}", {"zone": z, HOSTNAME: f"node-{n}"}, pods.get(n, [])) for n, z in layout.items()
+    }
 
 
 def test_score_one_zone_constraint_with_three_candidates() -> None:
     f = {"foo": ""}
     n = zone_nodes({"a": [f] * 4, "b": [f] * 2, "x": [f], "y": [f] * 3})
     assert run_score(incoming(soft(1, "zone")), [n["a"], n["b"], n["x"]], [n["y"]]) == {
-        "node-a": 75, "node-b": 75, "node-x": 100}
+        "node-a": 75,
+        "node-b": 75,
+        "node-x": 100,
+    }
 
 
 def test_score_zone_and_hostname_with_two_candidates() -> None:
@@ -337,7 +467,10 @@ def test_score_own_constraints_ignore_nodes_missing_a_key() -> None:
 def test_score_counts_only_nodes_with_every_key_for_own_constraints() -> None:
     # node-c (not a candidate) is in zone1 but has no rack label: its pods count for no domain.
     f = {"foo": ""}
-    nodes = [node("node-a", {"zone": "zone1", "rack": "r1"}, [f]), node("node-b", {"zone": "zone2", "rack": "r2"}, [f])]
+    nodes = [
+        node("node-a", {"zone": "zone1", "rack": "r1"}, [f]),
+        node("node-b", {"zone": "zone2", "rack": "r2"}, [f]),
+    ]
     failed = [node("node-c", {"zone": "zone1"}, [f] * 5)]
     pod = incoming(soft(1, "zone"), soft(1, "rack"))
     assert run_score(pod, nodes, failed) == {"node-a": 100, "node-b": 100}

@@ -18,12 +18,36 @@ from scheduler.plugins.registry import (
 
 from .builders import FakeHandle, pod_info
 
-KUBE_DEFAULTS = ["SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration",
-                 "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
-                 "InterPodAffinity", "DefaultPreemption", "NodeResourcesBalancedAllocation", "DefaultBinder"]
+KUBE_DEFAULTS = [
+    "SchedulingGates",
+    "PrioritySort",
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "VolumeBinding",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "DefaultPreemption",
+    "NodeResourcesBalancedAllocation",
+    "DefaultBinder",
+]
 
-OURS = ["SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-        "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation", "DefaultPreemption", "DefaultBinder"]
+OURS = [
+    "SchedulingGates",
+    "PrioritySort",
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "DefaultPreemption",
+    "DefaultBinder",
+]
 
 
 def test_every_default_plugin_and_dynamic_is_registered():
@@ -47,8 +71,9 @@ def test_unknown_plugin_names_the_known_ones():
 
 
 def test_a_missing_module_fails_when_built_not_when_imported():
-    reg = _LazyRegistry({"Ghost": "scheduler.plugins.no_such_module:Ghost",
-                         "Typo": "scheduler.plugins.nodename:NodeNam"})
+    reg = _LazyRegistry(
+        {"Ghost": "scheduler.plugins.no_such_module:Ghost", "Typo": "scheduler.plugins.nodename:NodeNam"}
+    )
     assert "Ghost" in reg  # listing the names imports nothing
     with pytest.raises(PluginUnavailableError, match='plugin "Ghost" is not available: cannot import'):
         reg["Ghost"]

@@ -14,33 +14,56 @@ def filter_one(pod, node):
     return run_filter(TaintToleration(None, None), pod, [node])[node.name]
 
 
-@pytest.mark.parametrize(("tolerations", "taints", "rejected_by"), [
-    # no tolerations, tainted node
-    ([], [taint("dedicated", "user1", "NoSchedule")], "{dedicated: user1}"),
-    # dedicated node for user1
-    ([toleration("dedicated", "user1", "NoSchedule")], [taint("dedicated", "user1", "NoSchedule")], None),
-    # dedicated node for someone else
-    ([toleration("dedicated", "user2", "NoSchedule")], [taint("dedicated", "user1", "NoSchedule")],
-     "{dedicated: user1}"),
-    # operator Exists tolerates any value
-    ([toleration("foo", operator="Exists", effect="NoSchedule")], [taint("foo", "bar", "NoSchedule")], None),
-    # several tolerations, several taints, all tolerated
-    ([toleration("cpu-type", "arm64", "NoSchedule"), toleration("disk-type", operator="Exists", effect="NoSchedule")],
-     [taint("cpu-type", "arm64", "NoSchedule"), taint("disk-type", "ssd", "NoSchedule")], None),
-    # key and value match but a different (non-empty) effect
-    ([toleration("foo", "bar", "PreferNoSchedule")], [taint("foo", "bar", "NoSchedule")], "{foo: bar}"),
-    # empty toleration effect matches every effect
-    ([toleration("foo", "bar")], [taint("foo", "bar", "NoSchedule")], None),
-    # PreferNoSchedule taints never filter
-    ([toleration("foo", "bar", "NoSchedule")], [taint("dedicated", "user1", "PreferNoSchedule")], None),
-    ([], [taint("dedicated", "user1", "PreferNoSchedule")], None),
-    # NoExecute filters like NoSchedule
-    ([], [taint("node.kubernetes.io/not-ready", None, "NoExecute")], "{node.kubernetes.io/not-ready: }"),
-    # the first untolerated taint is reported
-    ([toleration("a", operator="Exists")],
-     [taint("a", "1", "NoSchedule"), taint("b", "2", "PreferNoSchedule"), taint("c", "3", "NoExecute"),
-      taint("d", "4", "NoSchedule")], "{c: 3}"),
-])
+@pytest.mark.parametrize(
+    ("tolerations", "taints", "rejected_by"),
+    [
+        # no tolerations, tainted node
+        ([], [taint("dedicated", "user1", "NoSchedule")], "{dedicated: user1}"),
+        # dedicated node for user1
+        ([toleration("dedicated", "user1", "NoSchedule")], [taint("dedicated", "user1", "NoSchedule")], None),
+        # dedicated node for someone else
+        (
+            [toleration("dedicated", "user2", "NoSchedule")],
+            [taint("dedicated", "user1", "NoSchedule")],
+            "{dedicated: user1}",
+        ),
+        # operator Exists tolerates any value
+        (
+            [toleration("foo", operator="Exists", effect="NoSchedule")],
+            [taint("foo", "bar", "NoSchedule")],
+            None,
+        ),
+        # several tolerations, several taints, all tolerated
+        (
+            [
+                toleration("cpu-type", "arm64", "NoSchedule"),
+                toleration("disk-type", operator="Exists", effect="NoSchedule"),
+            ],
+            [taint("cpu-type", "arm64", "NoSchedule"), taint("disk-type", "ssd", "NoSchedule")],
+            None,
+        ),
+        # key and value match but a different (non-empty) effect
+        ([toleration("foo", "bar", "PreferNoSchedule")], [taint("foo", "bar", "NoSchedule")], "{foo: bar}"),
+        # empty toleration effect matches every effect
+        ([toleration("foo", "bar")], [taint("foo", "bar", "NoSchedule")], None),
+        # PreferNoSchedule taints never filter
+        ([toleration("foo", "bar", "NoSchedule")], [taint("dedicated", "user1", "PreferNoSchedule")], None),
+        ([], [taint("dedicated", "user1", "PreferNoSchedule")], None),
+        # NoExecute filters like NoSchedule
+        ([], [taint("node.kubernetes.io/not-ready", None, "NoExecute")], "{node.kubernetes.io/not-ready: }"),
+        # the first untolerated taint is reported
+        (
+            [toleration("a", operator="Exists")],
+            [
+                taint("a", "1", "NoSchedule"),
+                taint("b", "2", "PreferNoSchedule"),
+                taint("c", "3", "NoExecute"),
+                taint("d", "4", "NoSchedule"),
+            ],
+            "{c: 3}",
+        ),
+    ],
+)
 def test_filter(tolerations, taints, rejected_by):
     st = filter_one(pod_info(tolerations=tolerations), node_info("n1", taints=taints))
     if rejected_by is None:
@@ -51,16 +74,24 @@ def test_filter(tolerations, taints, rejected_by):
 
 
 def test_filter_runs_without_prefilter():
-    st = TaintToleration(None, None).filter(CycleState(), pod_info(),
-                                            node_info("n1", taints=[taint("k", "v", "NoSchedule")]))
+    st = TaintToleration(None, None).filter(
+        CycleState(), pod_info(), node_info("n1", taints=[taint("k", "v", "NoSchedule")])
+    )
     assert st.reasons == ("node(s) had untolerated taint {k: v}",)
 
 
 def test_pod_tolerating_everything_skips_filtering():
     pl = TaintToleration(None, None)
-    assert pl.pre_filter(CycleState(), pod_info(tolerations=[toleration(operator="Exists")]), FakeSnapshot()) is SKIP
-    assert pl.pre_filter(CycleState(), pod_info(tolerations=[toleration("k", operator="Exists")]),
-                         FakeSnapshot()) is None
+    assert (
+        pl.pre_filter(CycleState(), pod_info(tolerations=[toleration(operator="Exists")]), FakeSnapshot())
+        is SKIP
+    )
+    assert (
+        pl.pre_filter(
+            CycleState(), pod_info(tolerations=[toleration("k", operator="Exists")]), FakeSnapshot()
+        )
+        is None
+    )
     assert pl.pre_filter(CycleState(), pod_info(), FakeSnapshot()) is None
 
 
@@ -69,62 +100,97 @@ def scores(tolerations, nodes):
 
 
 def test_score_prefers_nodes_whose_taints_are_tolerated():
-    got = scores([toleration("foo", "bar", "PreferNoSchedule")], [
-        node_info("tolerated", taints=[taint("foo", "bar", "PreferNoSchedule")]),
-        node_info("intolerable", taints=[taint("foo", "blah", "PreferNoSchedule")]),
-    ])
+    got = scores(
+        [toleration("foo", "bar", "PreferNoSchedule")],
+        [
+            node_info("tolerated", taints=[taint("foo", "bar", "PreferNoSchedule")]),
+            node_info("intolerable", taints=[taint("foo", "blah", "PreferNoSchedule")]),
+        ],
+    )
     assert got == {"tolerated": 100, "intolerable": 0}
 
 
 def test_score_ignores_how_many_tolerated_taints_a_node_has():
-    got = scores([toleration("cpu-type", "arm64", "PreferNoSchedule"),
-                  toleration("disk-type", "ssd", "PreferNoSchedule")], [
-        node_info("none"),
-        node_info("one", taints=[taint("cpu-type", "arm64", "PreferNoSchedule")]),
-        node_info("two", taints=[taint("cpu-type", "arm64", "PreferNoSchedule"),
-                                 taint("disk-type", "ssd", "PreferNoSchedule")]),
-    ])
+    got = scores(
+        [
+            toleration("cpu-type", "arm64", "PreferNoSchedule"),
+            toleration("disk-type", "ssd", "PreferNoSchedule"),
+        ],
+        [
+            node_info("none"),
+            node_info("one", taints=[taint("cpu-type", "arm64", "PreferNoSchedule")]),
+            node_info(
+                "two",
+                taints=[
+                    taint("cpu-type", "arm64", "PreferNoSchedule"),
+                    taint("disk-type", "ssd", "PreferNoSchedule"),
+                ],
+            ),
+        ],
+    )
     assert got == {"none": 100, "one": 100, "two": 100}
 
 
 def test_score_falls_with_the_number_of_intolerable_taints():
     # raw counts 0, 1, 2 -> reversed normalization: 100 - count * 100 // 2
-    got = scores([toleration("foo", "bar", "PreferNoSchedule")], [
-        node_info("zero"),
-        node_info("one", taints=[taint("cpu-type", "arm64", "PreferNoSchedule")]),
-        node_info("two", taints=[taint("cpu-type", "arm64", "PreferNoSchedule"),
-                                 taint("disk-type", "ssd", "PreferNoSchedule")]),
-    ])
+    got = scores(
+        [toleration("foo", "bar", "PreferNoSchedule")],
+        [
+            node_info("zero"),
+            node_info("one", taints=[taint("cpu-type", "arm64", "PreferNoSchedule")]),
+            node_info(
+                "two",
+                taints=[
+                    taint("cpu-type", "arm64", "PreferNoSchedule"),
+                    taint("disk-type", "ssd", "PreferNoSchedule"),
+                ],
+            ),
+        ],
+    )
     assert got == {"zero": 100, "one": 50, "two": 0}
 
 
 def test_score_counts_only_prefer_no_schedule_taints_and_tolerations():
-    got = scores([toleration("cpu-type", "arm64", "NoSchedule"), toleration("disk-type", "ssd", "NoSchedule")], [
-        node_info("untainted"),
-        node_info("noschedule", taints=[taint("cpu-type", "arm64", "NoSchedule")]),
-        # a NoSchedule toleration does not tolerate a PreferNoSchedule taint
-        node_info("prefer", taints=[taint("disk-type", "ssd", "PreferNoSchedule")]),
-    ])
+    got = scores(
+        [toleration("cpu-type", "arm64", "NoSchedule"), toleration("disk-type", "ssd", "NoSchedule")],
+        [
+            node_info("untainted"),
+            node_info("noschedule", taints=[taint("cpu-type", "arm64", "NoSchedule")]),
+            # a NoSchedule toleration does not tolerate a PreferNoSchedule taint
+            node_info("prefer", taints=[taint("disk-type", "ssd", "PreferNoSchedule")]),
+        ],
+    )
     assert got == {"untainted": 100, "noschedule": 100, "prefer": 0}
 
 
 def test_score_with_empty_effect_toleration_tolerates_prefer_no_schedule():
-    got = scores([toleration("disk-type", operator="Exists")], [
-        node_info("a", taints=[taint("disk-type", "ssd", "PreferNoSchedule")]),
-        node_info("b", taints=[taint("gpu", "yes", "PreferNoSchedule")]),
-    ])
+    got = scores(
+        [toleration("disk-type", operator="Exists")],
+        [
+            node_info("a", taints=[taint("disk-type", "ssd", "PreferNoSchedule")]),
+            node_info("b", taints=[taint("gpu", "yes", "PreferNoSchedule")]),
+        ],
+    )
     assert got == {"a": 100, "b": 0}
 
 
 def test_score_without_tolerations_favours_untainted_nodes():
-    got = scores([], [node_info("clean"), node_info("tainted", taints=[taint("cpu-type", "arm64",
-                                                                              "PreferNoSchedule")])])
+    got = scores(
+        [],
+        [node_info("clean"), node_info("tainted", taints=[taint("cpu-type", "arm64", "PreferNoSchedule")])],
+    )
     assert got == {"clean": 100, "tainted": 0}
 
 
 def test_score_runs_without_prescore():
     pl = TaintToleration(None, None)
     pod = pod_info(tolerations=[toleration("a", "1", "PreferNoSchedule")])
-    node = node_info("n", taints=[taint("a", "1", "PreferNoSchedule"), taint("b", "2", "PreferNoSchedule"),
-                                  taint("c", "3", "NoSchedule")])
+    node = node_info(
+        "n",
+        taints=[
+            taint("a", "1", "PreferNoSchedule"),
+            taint("b", "2", "PreferNoSchedule"),
+            taint("c", "3", "NoSchedule"),
+        ],
+    )
     assert pl.score(CycleState(), pod, node) == 1

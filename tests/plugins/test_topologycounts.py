@@ -19,7 +19,9 @@ from tests.plugins.builders import FakeHandle, FakeSnapshot, make_node, make_pod
 
 
 def nodes_with(*pod_counts: int) -> list[NodeInfo]:
-    nodes = [NodeInfo(f"n{i}", make_node(f"n{i}", labels={"zone": f"z{i % 2}"})) for i in range(len(pod_counts))]
+    nodes = [
+        NodeInfo(f"n{i}", make_node(f"n{i}", labels={"zone": f"z{i % 2}"})) for i in range(len(pod_counts))
+    ]
     for ni, n in zip(nodes, pod_counts, strict=True):
         for j in range(n):
             ni.add_pod(PodInfo.from_pod(make_pod(f"{ni.name}-{j}", labels={"app": "a"}, node_name=ni.name)))
@@ -36,6 +38,7 @@ class Counter:
         def compute(ni: NodeInfo) -> Any:
             self.computed.append(ni.name)
             return (("zone", ni.labels["zone"], len(ni.pods)),)
+
         return memo_entries(nodes, "test", 1, compute)
 
 
@@ -91,21 +94,43 @@ def stable_cache(n: int) -> Cache:
     """The scheduler's cache: its node list is the same object until a node is added or removed."""
     cache = Cache()
     for i in range(n):
-        cache.add_node(make_node(f"n{i}", labels={"topology.kubernetes.io/zone": f"z{i % 3}", "rack": f"r{i % 4}"}))
+        cache.add_node(
+            make_node(f"n{i}", labels={"topology.kubernetes.io/zone": f"z{i % 3}", "rack": f"r{i % 4}"})
+        )
     return cache
 
 
 APPS = ["web", "db", "cache"]
-SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-           "labelSelector": {"matchLabels": {"app": "web"}}},
-          {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway",
-           "labelSelector": {"matchLabels": {"app": "web"}}}]
-AFFINITY = {"podAntiAffinity": {
-    "requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "rack"}],
-    "preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}},
-                                           "topologyKey": "topology.kubernetes.io/zone"}}]}}
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    },
+    {
+        "maxSkew": 1,
+        "topologyKey": "rack",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    },
+]
+AFFINITY = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "rack"}
+        ],
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 10,
+                "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                },
+            }
+        ],
+    }
+}
 
 
 def outcome(plugin: Any, pod: PodInfo, snapshot: Any) -> Any:
@@ -129,16 +154,22 @@ def test_incremental_counts_agree_with_a_full_recount() -> None:
     handle = FakeHandle(cache)
     long_lived = [PodTopologySpread(None, handle), InterPodAffinity(None, handle)]
     placed: list[PodInfo] = []
-    incoming = [PodInfo.from_pod(make_pod("in-spread", labels={"app": "web"}, topology_spread_constraints=SPREAD)),
-                PodInfo.from_pod(make_pod("in-affine", labels={"app": "web"}, affinity=AFFINITY)),
-                PodInfo.from_pod(make_pod("in-default", labels={"app": "web"}, owner_kind="ReplicaSet"))]
+    incoming = [
+        PodInfo.from_pod(make_pod("in-spread", labels={"app": "web"}, topology_spread_constraints=SPREAD)),
+        PodInfo.from_pod(make_pod("in-affine", labels={"app": "web"}, affinity=AFFINITY)),
+        PodInfo.from_pod(make_pod("in-default", labels={"app": "web"}, owner_kind="ReplicaSet")),
+    ]
     for step in range(60):
         if placed and rng.random() < 0.3:
             cache.remove_pod(placed.pop(rng.randrange(len(placed))).uid)
         else:
             app = rng.choice(APPS)
-            pod = make_pod(f"p{step}", labels={"app": app}, node_name=f"n{rng.randrange(12)}",
-                           affinity=AFFINITY if app == "web" and rng.random() < 0.5 else None)
+            pod = make_pod(
+                f"p{step}",
+                labels={"app": app},
+                node_name=f"n{rng.randrange(12)}",
+                affinity=AFFINITY if app == "web" and rng.random() < 0.5 else None,
+            )
             pi = PodInfo.from_pod(pod)
             cache.add_pod(pi)
             placed.append(pi)
@@ -147,4 +178,8 @@ def test_incremental_counts_agree_with_a_full_recount() -> None:
         fresh = [PodTopologySpread(None, fresh_handle), InterPodAffinity(None, fresh_handle)]
         for pod in incoming:
             for kept, new in zip(long_lived, fresh, strict=True):
-                assert outcome(kept, pod, cache) == outcome(new, pod, fresh_snapshot), (step, pod.name, kept.name)
+                assert outcome(kept, pod, cache) == outcome(new, pod, fresh_snapshot), (
+                    step,
+                    pod.name,
+                    kept.name,
+                )

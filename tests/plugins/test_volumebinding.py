@@ -36,45 +36,90 @@ HOSTNAME = "kubernetes.io/hostname"
 # --- test data -----------------------------------------------------------------------------
 
 
-def sc(name: str, mode: str = "WaitForFirstConsumer", provisioner: str = "rancher.io/local-path",
-       allowed: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def sc(
+    name: str,
+    mode: str = "WaitForFirstConsumer",
+    provisioner: str = "rancher.io/local-path",
+    allowed: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     c: dict[str, Any] = {"metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode}
     if allowed is not None:
         c["allowedTopologies"] = allowed
     return c
 
 
-def pvc(name: str, cls: str = "standard", size: str = "1Gi", *, volume: str = "", modes: tuple = ("ReadWriteOnce",),
-        annotations: dict[str, str] | None = None, ns: str = "default", rv: str = "1", **extra: Any) -> dict[str, Any]:
+def pvc(
+    name: str,
+    cls: str = "standard",
+    size: str = "1Gi",
+    *,
+    volume: str = "",
+    modes: tuple = ("ReadWriteOnce",),
+    annotations: dict[str, str] | None = None,
+    ns: str = "default",
+    rv: str = "1",
+    **extra: Any,
+) -> dict[str, Any]:
     ann = dict(annotations or {})
     if volume and "prebound" not in extra:
         ann[ANN_BIND_COMPLETED] = "yes"
     extra.pop("prebound", None)
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"uid-{name}", "resourceVersion": rv,
-                            "annotations": ann, **extra}
-    spec: dict[str, Any] = {"storageClassName": cls, "accessModes": list(modes),
-                            "resources": {"requests": {"storage": size}}}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "uid": f"uid-{name}",
+        "resourceVersion": rv,
+        "annotations": ann,
+        **extra,
+    }
+    spec: dict[str, Any] = {
+        "storageClassName": cls,
+        "accessModes": list(modes),
+        "resources": {"requests": {"storage": size}},
+    }
     if volume:
         spec["volumeName"] = volume
     return {"metadata": meta, "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
 
 
 def host_affinity(*hosts: str) -> dict[str, Any]:
-    return {"required": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(hosts)}]}]}}
+    return {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(hosts)}]}
+            ]
+        }
+    }
 
 
-def pv(name: str, cls: str = "local", size: str = "1Gi", *, hosts: tuple[str, ...] = (), claim: dict | None = None,
-       modes: tuple = ("ReadWriteOnce",), phase: str = "Available", labels: dict[str, str] | None = None,
-       rv: str = "1", **spec_extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"storageClassName": cls, "capacity": {"storage": size}, "accessModes": list(modes),
-                            **spec_extra}
+def pv(
+    name: str,
+    cls: str = "local",
+    size: str = "1Gi",
+    *,
+    hosts: tuple[str, ...] = (),
+    claim: dict | None = None,
+    modes: tuple = ("ReadWriteOnce",),
+    phase: str = "Available",
+    labels: dict[str, str] | None = None,
+    rv: str = "1",
+    **spec_extra: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "storageClassName": cls,
+        "capacity": {"storage": size},
+        "accessModes": list(modes),
+        **spec_extra,
+    }
     if hosts:
         spec["nodeAffinity"] = host_affinity(*hosts)
     if claim is not None:
         spec["claimRef"] = claim
-    return {"metadata": {"name": name, "resourceVersion": rv, "labels": labels or {}}, "spec": spec,
-            "status": {"phase": phase}}
+    return {
+        "metadata": {"name": name, "resourceVersion": rv, "labels": labels or {}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
 def pod(*claims: str, ephemeral: tuple[str, ...] = (), name: str = "web-0", uid: str = "pod-uid") -> PodInfo:
@@ -84,21 +129,34 @@ def pod(*claims: str, ephemeral: tuple[str, ...] = (), name: str = "web-0", uid:
     return PodInfo.from_pod(make_pod(name, volumes=vols, uid=uid))
 
 
-NODES = [node_info("node-a", labels={"zone": "a"}), node_info("node-b", labels={"zone": "b"}),
-         node_info("node-c", labels={"zone": "b"})]
-DEFAULT_CLASSES = [sc("standard"), sc("local", provisioner="kubernetes.io/no-provisioner"),
-                   sc("fast", mode="Immediate")]
+NODES = [
+    node_info("node-a", labels={"zone": "a"}),
+    node_info("node-b", labels={"zone": "b"}),
+    node_info("node-c", labels={"zone": "b"}),
+]
+DEFAULT_CLASSES = [
+    sc("standard"),
+    sc("local", provisioner="kubernetes.io/no-provisioner"),
+    sc("fast", mode="Immediate"),
+]
 
 
-def setup(pvcs: list[dict], pvs: list[dict] = (), classes: list[dict] = DEFAULT_CLASSES,
-          nodes: list[NodeInfo] = NODES) -> tuple[VolumeBinding, FakeHandle]:
-    handle = FakeHandle(FakeSnapshot(nodes), stores={
-        "persistentvolumeclaims": pvcs, "persistentvolumes": list(pvs), "storageclasses": classes})
+def setup(
+    pvcs: list[dict],
+    pvs: list[dict] = (),
+    classes: list[dict] = DEFAULT_CLASSES,
+    nodes: list[NodeInfo] = NODES,
+) -> tuple[VolumeBinding, FakeHandle]:
+    handle = FakeHandle(
+        FakeSnapshot(nodes),
+        stores={"persistentvolumeclaims": pvcs, "persistentvolumes": list(pvs), "storageclasses": classes},
+    )
     return VolumeBinding(None, handle), handle
 
 
-def run(plugin: VolumeBinding, p: PodInfo, nodes: list[NodeInfo] = NODES
-        ) -> tuple[CycleState, Status | None, dict[str, tuple[str, ...] | None]]:
+def run(
+    plugin: VolumeBinding, p: PodInfo, nodes: list[NodeInfo] = NODES
+) -> tuple[CycleState, Status | None, dict[str, tuple[str, ...] | None]]:
     state = CycleState()
     st = plugin.pre_filter(state, p, plugin.handle.snapshot)
     if st is not None:
@@ -134,20 +192,23 @@ def test_lost_and_terminating_claims() -> None:
     lost["status"]["phase"] = "Lost"
     plugin, _ = setup([lost, pvc("dying", deletionTimestamp="2026-01-01T00:00:00Z")])
     assert run(plugin, pod("lost"))[1].reasons == (
-        'persistentvolumeclaim "lost" bound to non-existent persistentvolume "gone"',)
+        'persistentvolumeclaim "lost" bound to non-existent persistentvolume "gone"',
+    )
     assert run(plugin, pod("dying"))[1].reasons == ('persistentvolumeclaim "dying" is being deleted',)
 
 
 def test_ephemeral_volume_claims() -> None:
     plugin, _ = setup([])
     assert run(plugin, pod(ephemeral=("scratch",)))[1].reasons == (
-        'waiting for ephemeral volume controller to create the persistentvolumeclaim "web-0-scratch"',)
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "web-0-scratch"',
+    )
     owner = {"apiVersion": "v1", "kind": "Pod", "name": "web-0", "uid": "pod-uid", "controller": True}
     plugin, _ = setup([pvc("web-0-scratch", ownerReferences=[owner])])
     assert feasible(run(plugin, pod(ephemeral=("scratch",)))[2]) == ["node-a", "node-b", "node-c"]
     # The same name, but made for an earlier pod of that name.
     assert run(plugin, pod(ephemeral=("scratch",), uid="other"))[1].reasons == (
-        "PVC default/web-0-scratch was not created for pod default/web-0 (pod is not owner)",)
+        "PVC default/web-0-scratch was not created for pod default/web-0 (pod is not owner)",
+    )
 
 
 def test_unbound_immediate_claims_are_unresolvable() -> None:
@@ -163,8 +224,10 @@ def test_unbound_immediate_claims_are_unresolvable() -> None:
 
 
 def test_bound_claims_follow_their_volumes_node_affinity() -> None:
-    plugin, _ = setup([pvc("a", volume="pv-a"), pvc("b", volume="pv-b")],
-                      [pv("pv-a", hosts=("node-a", "node-b")), pv("pv-b")])
+    plugin, _ = setup(
+        [pvc("a", volume="pv-a"), pvc("b", volume="pv-b")],
+        [pv("pv-a", hosts=("node-a", "node-b")), pv("pv-b")],
+    )
     assert feasible(run(plugin, pod("b"))[2]) == ["node-a", "node-b", "node-c"]
     _, _, got = run(plugin, pod("a", "b"))
     assert got == {"node-a": None, "node-b": None, "node-c": (ERR_NODE_CONFLICT,)}
@@ -200,26 +263,34 @@ def test_class_without_provisioner_needs_a_matching_volume() -> None:
 
 
 def test_bound_and_unbound_both_unsatisfied() -> None:
-    bound_pv = pv("pv-a", hosts=("node-a",), phase="Bound",
-                  claim={"namespace": "default", "name": "bound", "uid": "uid-bound"})
+    bound_pv = pv(
+        "pv-a",
+        hosts=("node-a",),
+        phase="Bound",
+        claim={"namespace": "default", "name": "bound", "uid": "uid-bound"},
+    )
     plugin, _ = setup([pvc("bound", volume="pv-a"), pvc("data", "local")], [bound_pv])
     got = run(plugin, pod("bound", "data"))[2]
     assert got["node-b"] == (ERR_NODE_CONFLICT, ERR_BIND_CONFLICT)
     assert got["node-a"] == (ERR_BIND_CONFLICT,)
 
 
-@pytest.mark.parametrize("volume,fits", [
-    (pv("small", size="500Mi"), False),
-    (pv("exact", size="1Gi"), True),
-    (pv("other-class", cls="slow"), False),
-    (pv("read-only", modes=("ReadOnlyMany",)), False),
-    (pv("superset", modes=("ReadWriteOnce", "ReadOnlyMany")), True),
-    (pv("block", volumeMode="Block"), False),
-    (pv("released", phase="Released"), False),
-    (pv("taken", claim={"namespace": "default", "name": "other", "uid": "x"}), False),
-    (pv("prebound-bound-phase", phase="Bound", claim={"namespace": "default", "name": "data"}), True),
-    (pv("deleting", deletionTimestamp="2026-01-01T00:00:00Z"), False),
-], ids=lambda v: v["metadata"]["name"] if isinstance(v, dict) else str(v))
+@pytest.mark.parametrize(
+    "volume,fits",
+    [
+        (pv("small", size="500Mi"), False),
+        (pv("exact", size="1Gi"), True),
+        (pv("other-class", cls="slow"), False),
+        (pv("read-only", modes=("ReadOnlyMany",)), False),
+        (pv("superset", modes=("ReadWriteOnce", "ReadOnlyMany")), True),
+        (pv("block", volumeMode="Block"), False),
+        (pv("released", phase="Released"), False),
+        (pv("taken", claim={"namespace": "default", "name": "other", "uid": "x"}), False),
+        (pv("prebound-bound-phase", phase="Bound", claim={"namespace": "default", "name": "data"}), True),
+        (pv("deleting", deletionTimestamp="2026-01-01T00:00:00Z"), False),
+    ],
+    ids=lambda v: v["metadata"]["name"] if isinstance(v, dict) else str(v),
+)
 def test_static_volume_matching(volume: dict[str, Any], fits: bool) -> None:
     if "deletionTimestamp" in volume["spec"]:
         volume["metadata"]["deletionTimestamp"] = volume["spec"].pop("deletionTimestamp")
@@ -231,34 +302,44 @@ def test_static_volume_matching(volume: dict[str, Any], fits: bool) -> None:
 def test_claim_selector_picks_volumes_by_label() -> None:
     claim = pvc("data", "local")
     claim["spec"]["selector"] = {"matchLabels": {"tier": "gold"}}
-    plugin, _ = setup([claim], [pv("silver", labels={"tier": "silver"}), pv("gold", hosts=("node-c",),
-                                                                           labels={"tier": "gold"})])
+    plugin, _ = setup(
+        [claim],
+        [pv("silver", labels={"tier": "silver"}), pv("gold", hosts=("node-c",), labels={"tier": "gold"})],
+    )
     assert feasible(run(plugin, pod("data"))[2]) == ["node-c"]
 
 
 def test_smallest_fitting_volume_is_chosen() -> None:
-    plugin, _ = setup([pvc("data", "local", "1Gi")], [pv("big", size="10Gi"), pv("snug", size="2Gi"),
-                                                      pv("tiny", size="100Mi")])
+    plugin, _ = setup(
+        [pvc("data", "local", "1Gi")],
+        [pv("big", size="10Gi"), pv("snug", size="2Gi"), pv("tiny", size="100Mi")],
+    )
     state, _, _ = run(plugin, pod("data"))
     assert plugin.reserve(state, pod("data"), "node-a") is None
-    (volume, claim, changed), = state["VolumeBinding"].chosen.static
+    ((volume, claim, changed),) = state["VolumeBinding"].chosen.static
     assert volume["metadata"]["name"] == "snug" and changed
     assert volume["spec"]["claimRef"]["name"] == "data" and volume["spec"]["claimRef"]["uid"] == "uid-data"
 
 
 def test_two_claims_never_get_the_same_volume() -> None:
-    plugin, _ = setup([pvc("a", "local"), pvc("b", "local")], [pv("pv-1", hosts=("node-a", "node-b")),
-                                                              pv("pv-2", hosts=("node-b",))])
+    plugin, _ = setup(
+        [pvc("a", "local"), pvc("b", "local")],
+        [pv("pv-1", hosts=("node-a", "node-b")), pv("pv-2", hosts=("node-b",))],
+    )
     assert feasible(run(plugin, pod("a", "b"))[2]) == ["node-b"]
 
 
 def test_smaller_claims_choose_first() -> None:
     # kube-scheduler matches claims in order of increasing request, whatever the pod's order.
-    plugin, _ = setup([pvc("big", "local", "2Gi"), pvc("small", "local", "1Gi")],
-                      [pv("pv-2g", size="2Gi"), pv("pv-3g", size="3Gi")])
+    plugin, _ = setup(
+        [pvc("big", "local", "2Gi"), pvc("small", "local", "1Gi")],
+        [pv("pv-2g", size="2Gi"), pv("pv-3g", size="3Gi")],
+    )
     state, _, _ = run(plugin, pod("big", "small"))
     plugin.reserve(state, pod("big", "small"), "node-a")
-    chosen = {c["metadata"]["name"]: v["metadata"]["name"] for v, c, _ in state["VolumeBinding"].chosen.static}
+    chosen = {
+        c["metadata"]["name"]: v["metadata"]["name"] for v, c, _ in state["VolumeBinding"].chosen.static
+    }
     assert chosen == {"small": "pv-2g", "big": "pv-3g"}
 
 
@@ -273,8 +354,11 @@ def test_unmatched_claims_fall_back_to_provisioning() -> None:
 
 def test_claim_being_provisioned_only_fits_its_selected_node() -> None:
     plugin, _ = setup([pvc("data", annotations={ANN_SELECTED_NODE: "node-c"})])
-    assert run(plugin, pod("data"))[2] == {"node-a": (ERR_BIND_CONFLICT,), "node-b": (ERR_BIND_CONFLICT,),
-                                           "node-c": None}
+    assert run(plugin, pod("data"))[2] == {
+        "node-a": (ERR_BIND_CONFLICT,),
+        "node-b": (ERR_BIND_CONFLICT,),
+        "node-c": None,
+    }
 
 
 # --- Reserve / Unreserve: the assumptions ---------------------------------------------------
@@ -340,16 +424,30 @@ def test_volume_patch_writes_claim_ref_guarded_by_resource_version() -> None:
     plugin, _ = setup([pvc("data", "local")], [pv("pv-1", rv="42")])
     state, _, _ = run(plugin, pod("data"))
     plugin.reserve(state, pod("data"), "node-a")
-    (volume, _, _), = state["VolumeBinding"].chosen.static
+    ((volume, _, _),) = state["VolumeBinding"].chosen.static
     assert volume_patch(volume) == {
         "metadata": {"resourceVersion": "42", "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
-        "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
-                              "name": "data", "uid": "uid-data", "resourceVersion": "1"}}}
+        "spec": {
+            "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": "default",
+                "name": "data",
+                "uid": "uid-data",
+                "resourceVersion": "1",
+            }
+        },
+    }
     assert selected_node_patch("node-a") == {"metadata": {"annotations": {ANN_SELECTED_NODE: "node-a"}}}
 
 
-def progress(vols: PodVolumes, pvs: list[dict], pvcs: list[dict], node: str = "node-a",
-             labels: dict[str, str] | None = None) -> bool:
+def progress(
+    vols: PodVolumes,
+    pvs: list[dict],
+    pvcs: list[dict],
+    node: str = "node-a",
+    labels: dict[str, str] | None = None,
+) -> bool:
     by_name = {p["metadata"]["name"]: p for p in pvs}
     by_key = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in pvcs}
     return binding_done(node, labels or {HOSTNAME: node}, vols, by_name.get, by_key.get)

@@ -30,8 +30,13 @@ class HotValueTracker:
     ``clock`` is a monotonic clock in seconds (placements are this process's own).
     """
 
-    def __init__(self, rules: Sequence[HotValuePolicy], *, clock: Callable[[], float] = time.monotonic,
-                 max_records: int = DEFAULT_MAX_RECORDS) -> None:
+    def __init__(
+        self,
+        rules: Sequence[HotValuePolicy],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> None:
         self._rules = tuple((r.time_range, r.count) for r in rules)
         self._horizon = max((r.time_range for r in rules), default=0.0)
         self._clock = clock

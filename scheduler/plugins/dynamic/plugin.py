@@ -70,13 +70,24 @@ _FLOAT_NOISE = 1e-9
 """Added before truncating, so 57.99999999999999 from float rounding counts as 58."""
 
 
-def build_source(policy: DynamicPolicy, args: DynamicArgs, *, registry: CollectorRegistry = REGISTRY,
-                 clock: Callable[[], float] = time.time) -> PrometheusSource:
+def build_source(
+    policy: DynamicPolicy,
+    args: DynamicArgs,
+    *,
+    registry: CollectorRegistry = REGISTRY,
+    clock: Callable[[], float] = time.time,
+) -> PrometheusSource:
     """The source that fetches the policy's metrics as ``args`` say (not started)."""
-    return PrometheusSource(args.prome_addr, policy.periods(args.metrics_update_period),
-                            cluster_label=args.cluster_label, cluster_name=args.cluster_name,
-                            node_label=args.node_label, query_timeout=args.query_timeout,
-                            registry=registry, clock=clock)
+    return PrometheusSource(
+        args.prome_addr,
+        policy.periods(args.metrics_update_period),
+        cluster_label=args.cluster_label,
+        cluster_name=args.cluster_name,
+        node_label=args.node_label,
+        query_timeout=args.query_timeout,
+        registry=registry,
+        clock=clock,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,20 +120,31 @@ class Dynamic:
 
     name: ClassVar[str] = "Dynamic"
 
-    def __init__(self, args: DynamicArgs | None, handle: Any, *, source: PrometheusSource | None = None,
-                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time,
-                 hot_clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        args: DynamicArgs | None,
+        handle: Any,
+        *,
+        source: PrometheusSource | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        hot_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Load the policy and start fetching. ``source`` (not started or stopped by the plugin)
         and the clocks are for embedding and tests. The source's metrics go to ``registry``,
         else to the handle's ``metrics_registry`` (the scheduler's /metrics), else the default one."""
         if registry is None:
             registry = getattr(handle, "metrics_registry", None) or REGISTRY
         if args is None:
-            raise ConfigError(None, "pluginConfig[Dynamic].args",
-                              "the Dynamic plugin needs args (at least promeAddr)")
+            raise ConfigError(
+                None, "pluginConfig[Dynamic].args", "the Dynamic plugin needs args (at least promeAddr)"
+            )
         if args.missing_data_policy not in (FAIL_OPEN, FAIL_CLOSED):
-            raise ConfigError(None, "Dynamic.missingDataPolicy",
-                              f"expected {FAIL_OPEN!r} or {FAIL_CLOSED!r}, got {args.missing_data_policy!r}")
+            raise ConfigError(
+                None,
+                "Dynamic.missingDataPolicy",
+                f"expected {FAIL_OPEN!r} or {FAIL_CLOSED!r}, got {args.missing_data_policy!r}",
+            )
         self.policy = load_policy(args.policy_config_path)
         self._clock = clock
         self._fail_closed = args.missing_data_policy == FAIL_CLOSED
@@ -131,7 +153,9 @@ class Dynamic:
         self._metrics = tuple(periods)
         self._predicates = tuple(
             (p.name, p.max_limit_percent, f"node(s) had {p.name} above {p.max_limit_percent:g}")
-            for p in self.policy.predicate if p.max_limit_percent > 0)
+            for p in self.policy.predicate
+            if p.max_limit_percent > 0
+        )
         self._priorities = tuple((p.name, p.weight) for p in self.policy.priority)
         self._weight_sum = sum(w for _, w in self._priorities)
         self.hot = HotValueTracker(self.policy.hot_value, clock=hot_clock)
@@ -139,9 +163,15 @@ class Dynamic:
         self.source = source or build_source(self.policy, args, registry=registry, clock=clock)
         self._cache: dict[str, NodeLoad] = {}
         self._cache_generation = -1
-        logger.info("Dynamic plugin configured", extra=kv(
-            policy=args.policy_config_path, prometheus=args.prome_addr, metrics=",".join(self._metrics),
-            missingDataPolicy=args.missing_data_policy))
+        logger.info(
+            "Dynamic plugin configured",
+            extra=kv(
+                policy=args.policy_config_path,
+                prometheus=args.prome_addr,
+                metrics=",".join(self._metrics),
+                missingDataPolicy=args.missing_data_policy,
+            ),
+        )
         if self._owns_source:
             self.source.start()
 
@@ -188,8 +218,12 @@ class Dynamic:
             self._cache_generation = generation
         now = self._clock()
         entry = cache.get(node.name)
-        if entry is None or entry.generation != generation or entry.node_obj is not node.node \
-                or now > entry.valid_until:
+        if (
+            entry is None
+            or entry.generation != generation
+            or entry.node_obj is not node.node
+            or now > entry.valid_until
+        ):
             entry = cache[node.name] = self._compute(node, generation, now)
         return entry
 
@@ -213,8 +247,9 @@ class Dynamic:
                 usage[metric] = sample.value
                 valid_until = min(valid_until, expires)
 
-        reasons = [reason for metric, limit, reason in self._predicates
-                   if metric in usage and usage[metric] > limit]
+        reasons = [
+            reason for metric, limit, reason in self._predicates if metric in usage and usage[metric] > limit
+        ]
         if reasons:
             verdict: Status | None = unresolvable(*reasons)
         elif self._fail_closed and any(metric not in usage for metric, _, _ in self._predicates):

@@ -109,38 +109,54 @@ class _Reader:
             raise self.fail(path, f"expected a mapping, got {_describe(value)}")
         for key in value:
             if key not in known:
-                raise self.fail(_join(path, str(key)),
-                                f"unknown field {str(key)!r}; expected one of: {', '.join(known)}")
+                raise self.fail(
+                    _join(path, str(key)), f"unknown field {str(key)!r}; expected one of: {', '.join(known)}"
+                )
         return value
 
-    def items(self, spec: dict[str, Any], key: str, path: str,
-              read_one: Callable[[dict[str, Any], str], T], known: tuple[str, ...]) -> tuple[T, ...]:
+    def items(
+        self,
+        spec: dict[str, Any],
+        key: str,
+        path: str,
+        read_one: Callable[[dict[str, Any], str], T],
+        known: tuple[str, ...],
+    ) -> tuple[T, ...]:
         raw = spec.get(key)
         if raw is None:
             return ()
         where = _join(path, key)
         if not isinstance(raw, list):
             raise self.fail(where, f"expected a list, got {_describe(raw)}")
-        return tuple(read_one(self.mapping(item, f"{where}[{i}]", known), f"{where}[{i}]")
-                     for i, item in enumerate(raw))
+        return tuple(
+            read_one(self.mapping(item, f"{where}[{i}]", known), f"{where}[{i}]")
+            for i, item in enumerate(raw)
+        )
 
     def name(self, item: dict[str, Any], path: str) -> str:
         value = item.get("name")
         if value is None:
             raise self.fail(_join(path, "name"), "required field missing: expected a Prometheus metric name")
         if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
-            raise self.fail(_join(path, "name"),
-                            f"expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got {value!r}")
+            raise self.fail(
+                _join(path, "name"),
+                f"expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got {value!r}",
+            )
         return value
 
-    def number(self, item: dict[str, Any], key: str, path: str, expected: str,
-               ok: Callable[[float], bool]) -> float:
+    def number(
+        self, item: dict[str, Any], key: str, path: str, expected: str, ok: Callable[[float], bool]
+    ) -> float:
         value = item.get(key)
         where = _join(path, key)
         if value is None:
             raise self.fail(where, f"required field missing: expected {expected}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                or not ok(float(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not ok(float(value))
+        ):
             raise self.fail(where, f"expected {expected}, got {value!r}")
         return float(value)
 
@@ -190,8 +206,10 @@ def _check_unique(reader: _Reader, items: tuple[Any, ...], section: str) -> None
     first: dict[str, int] = {}
     for i, item in enumerate(items):
         if item.name in first:
-            raise reader.fail(f"spec.{section}[{i}].name",
-                              f"duplicate metric {item.name!r}, already at spec.{section}[{first[item.name]}]")
+            raise reader.fail(
+                f"spec.{section}[{i}].name",
+                f"duplicate metric {item.name!r}, already at spec.{section}[{first[item.name]}]",
+            )
         first[item.name] = i
 
 
@@ -206,21 +224,48 @@ def parse_policy(document: Any, file: str) -> DynamicPolicy:
     if top.get("metadata") is not None and not isinstance(top["metadata"], dict):
         raise r.fail("metadata", f"expected a mapping, got {_describe(top['metadata'])}")
     if top.get("spec") is None:
-        raise r.fail("spec", "required field missing: expected a mapping with syncPolicy, predicate, priority")
+        raise r.fail(
+            "spec", "required field missing: expected a mapping with syncPolicy, predicate, priority"
+        )
     spec = r.mapping(top["spec"], "spec", ("syncPolicy", "predicate", "priority", "hotValue"))
 
-    sync = r.items(spec, "syncPolicy", "spec", lambda it, p: SyncPolicy(
-        name=r.name(it, p), period=r.duration(it, "period", p)), ("name", "period"))
-    predicate = r.items(spec, "predicate", "spec", lambda it, p: PredicatePolicy(
-        name=r.name(it, p),
-        max_limit_percent=r.number(it, "maxLimitPecent", p, "a number between 0 and 1",
-                                   lambda v: 0 <= v <= 1)), ("name", "maxLimitPecent"))
-    priority = r.items(spec, "priority", "spec", lambda it, p: PriorityPolicy(
-        name=r.name(it, p),
-        weight=r.number(it, "weight", p, "a non-negative number", lambda v: v >= 0)), ("name", "weight"))
-    hot = r.items(spec, "hotValue", "spec", lambda it, p: HotValuePolicy(
-        time_range=r.required_duration(it, "timeRange", p), count=r.count(it, "count", p)),
-        ("timeRange", "count"))
+    sync = r.items(
+        spec,
+        "syncPolicy",
+        "spec",
+        lambda it, p: SyncPolicy(name=r.name(it, p), period=r.duration(it, "period", p)),
+        ("name", "period"),
+    )
+    predicate = r.items(
+        spec,
+        "predicate",
+        "spec",
+        lambda it, p: PredicatePolicy(
+            name=r.name(it, p),
+            max_limit_percent=r.number(
+                it, "maxLimitPecent", p, "a number between 0 and 1", lambda v: 0 <= v <= 1
+            ),
+        ),
+        ("name", "maxLimitPecent"),
+    )
+    priority = r.items(
+        spec,
+        "priority",
+        "spec",
+        lambda it, p: PriorityPolicy(
+            name=r.name(it, p), weight=r.number(it, "weight", p, "a non-negative number", lambda v: v >= 0)
+        ),
+        ("name", "weight"),
+    )
+    hot = r.items(
+        spec,
+        "hotValue",
+        "spec",
+        lambda it, p: HotValuePolicy(
+            time_range=r.required_duration(it, "timeRange", p), count=r.count(it, "count", p)
+        ),
+        ("timeRange", "count"),
+    )
 
     for section, items in (("syncPolicy", sync), ("predicate", predicate), ("priority", priority)):
         _check_unique(r, items, section)
@@ -228,9 +273,11 @@ def parse_policy(document: Any, file: str) -> DynamicPolicy:
     for section, items in (("predicate", predicate), ("priority", priority)):
         for i, item in enumerate(items):
             if item.name not in synced:
-                raise r.fail(f"spec.{section}[{i}].name",
-                             f"metric {item.name!r} has no spec.syncPolicy entry, so it would never be "
-                             f"fetched; add {{name: {item.name}, period: ...}} to spec.syncPolicy")
+                raise r.fail(
+                    f"spec.{section}[{i}].name",
+                    f"metric {item.name!r} has no spec.syncPolicy entry, so it would never be "
+                    f"fetched; add {{name: {item.name}, period: ...}} to spec.syncPolicy",
+                )
     return DynamicPolicy(sync_policy=sync, predicate=predicate, priority=priority, hot_value=hot)
 
 

@@ -109,8 +109,9 @@ class _SourceMetrics:
 
 
 _metrics_lock = threading.Lock()
-_metrics_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _SourceMetrics] = \
+_metrics_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _SourceMetrics] = (
     weakref.WeakKeyDictionary()
+)
 
 
 def _metrics_for(registry: CollectorRegistry) -> _SourceMetrics:
@@ -119,21 +120,36 @@ def _metrics_for(registry: CollectorRegistry) -> _SourceMetrics:
         m = _metrics_by_registry.get(registry)
         if m is None:
             m = _SourceMetrics(
-                up=Gauge("dynamic_scheduler_prometheus_up",
-                         "1 when the latest query of every Dynamic metric succeeded, else 0.",
-                         registry=registry),
-                errors=Counter("dynamic_scheduler_prometheus_query_errors_total",
-                               "Failed Prometheus queries, by metric.", ["metric"], registry=registry),
-                age=Gauge("dynamic_scheduler_metric_age_seconds",
-                          "Seconds since the evaluation time of the metric's latest successful query "
-                          "(the age of its oldest node sample); +Inf before the first success.",
-                          ["metric"], registry=registry),
-                duration=Histogram("dynamic_scheduler_prometheus_query_duration_seconds",
-                                   "Duration of Prometheus queries, failed ones included.",
-                                   registry=registry),
-                invalid=Gauge("dynamic_scheduler_metric_invalid_series",
-                              "Series ignored in the metric's latest query: no node label, or a value "
-                              "that is not a fraction 0..1.", ["metric"], registry=registry),
+                up=Gauge(
+                    "dynamic_scheduler_prometheus_up",
+                    "1 when the latest query of every Dynamic metric succeeded, else 0.",
+                    registry=registry,
+                ),
+                errors=Counter(
+                    "dynamic_scheduler_prometheus_query_errors_total",
+                    "Failed Prometheus queries, by metric.",
+                    ["metric"],
+                    registry=registry,
+                ),
+                age=Gauge(
+                    "dynamic_scheduler_metric_age_seconds",
+                    "Seconds since the evaluation time of the metric's latest successful query "
+                    "(the age of its oldest node sample); +Inf before the first success.",
+                    ["metric"],
+                    registry=registry,
+                ),
+                duration=Histogram(
+                    "dynamic_scheduler_prometheus_query_duration_seconds",
+                    "Duration of Prometheus queries, failed ones included.",
+                    registry=registry,
+                ),
+                invalid=Gauge(
+                    "dynamic_scheduler_metric_invalid_series",
+                    "Series ignored in the metric's latest query: no node label, or a value "
+                    "that is not a fraction 0..1.",
+                    ["metric"],
+                    registry=registry,
+                ),
             )
             _metrics_by_registry[registry] = m
         return m
@@ -148,10 +164,19 @@ class PrometheusSource:
     ``RETRY_MAX``, never later than the period.
     """
 
-    def __init__(self, address: str, periods: Mapping[str, float], *, cluster_label: str = "cluster",
-                 cluster_name: str = "", node_label: str = "instance", query_timeout: float = 5.0,
-                 registry: CollectorRegistry = REGISTRY, clock: Callable[[], float] = time.time,
-                 retry_base: float = RETRY_BASE) -> None:
+    def __init__(
+        self,
+        address: str,
+        periods: Mapping[str, float],
+        *,
+        cluster_label: str = "cluster",
+        cluster_name: str = "",
+        node_label: str = "instance",
+        query_timeout: float = 5.0,
+        registry: CollectorRegistry = REGISTRY,
+        clock: Callable[[], float] = time.time,
+        retry_base: float = RETRY_BASE,
+    ) -> None:
         self._query_url = address.rstrip("/") + "/api/v1/query"
         self._periods = dict(periods)
         self._cluster_label = cluster_label
@@ -217,8 +242,11 @@ class PrometheusSource:
             self.generation += 1
             self._refreshed.notify_all()
         self._set_health(metric, True, "")
-        logger.log(V(5), "Refreshed load metric", extra=kv(metric=metric, series=len(view.by_key),
-                                                              ignored=len(invalid)))
+        logger.log(
+            V(5),
+            "Refreshed load metric",
+            extra=kv(metric=metric, series=len(view.by_key), ignored=len(invalid)),
+        )
         return True
 
     def refresh_all(self) -> bool:
@@ -240,8 +268,10 @@ class PrometheusSource:
             t = threading.Thread(target=self._run, args=(m,), name=f"dynamic-metric-{m}", daemon=True)
             self._threads.append(t)
             t.start()
-        logger.info("Started fetching node load from Prometheus",
-                    extra=kv(url=self._query_url, metrics=",".join(self._periods)))
+        logger.info(
+            "Started fetching node load from Prometheus",
+            extra=kv(url=self._query_url, metrics=",".join(self._periods)),
+        )
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop the refresh threads. Waits at most ``timeout`` seconds for a query in flight
@@ -269,7 +299,9 @@ class PrometheusSource:
 
     def _query(self, promql: str) -> tuple[list[Any], float]:
         params = urllib.parse.urlencode({"query": promql, "timeout": f"{self._timeout:g}"})
-        request = urllib.request.Request(f"{self._query_url}?{params}", headers={"Accept": "application/json"})
+        request = urllib.request.Request(
+            f"{self._query_url}?{params}", headers={"Accept": "application/json"}
+        )
         deadline = time.monotonic() + self._timeout
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
@@ -292,16 +324,22 @@ class PrometheusSource:
         if not isinstance(doc, dict):
             raise QueryError("response is not a JSON object")
         if doc.get("status") != "success":
-            raise QueryError(f"status {doc.get('status')!r}: {doc.get('errorType', '')}: {doc.get('error', '')}")
+            raise QueryError(
+                f"status {doc.get('status')!r}: {doc.get('errorType', '')}: {doc.get('error', '')}"
+            )
         data = doc.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "vector" \
-                or not isinstance(data.get("result"), list):
+        if (
+            not isinstance(data, dict)
+            or data.get("resultType") != "vector"
+            or not isinstance(data.get("result"), list)
+        ):
             kind = data.get("resultType") if isinstance(data, dict) else None
             raise QueryError(f"expected an instant vector, got resultType {kind!r}")
         return data["result"], self._clock()
 
-    def _build_view(self, metric: str, result: list[Any],
-                    fetched_at: float) -> tuple[MetricView, frozenset[str], list[str]]:
+    def _build_view(
+        self, metric: str, result: list[Any], fetched_at: float
+    ) -> tuple[MetricView, frozenset[str], list[str]]:
         by_key: dict[str, Sample] = {}
         invalid: set[str] = set()
         examples: list[str] = []
@@ -335,8 +373,10 @@ class PrometheusSource:
         labels = series.get("metric") if isinstance(series, dict) else None
         key = labels.get(self._node_label) if isinstance(labels, dict) else None
         if not isinstance(key, str) or not key:
-            return f"<no {self._node_label} label: {labels!r}>", \
-                f"a series has no {self._node_label!r} label: {labels!r}"
+            return (
+                f"<no {self._node_label} label: {labels!r}>",
+                f"a series has no {self._node_label!r} label: {labels!r}",
+            )
         point = series.get("value")
         try:
             ts, raw = point
@@ -354,9 +394,11 @@ class PrometheusSource:
         before = self._invalid[metric]
         self._invalid[metric] = invalid
         if invalid - before:
-            logger.warning("Ignoring series that name no node or hold no fraction 0..1; those nodes have "
-                           "no data for this metric (recording rules must divide percentages by 100)",
-                           extra=kv(metric=metric, series=len(invalid), examples="; ".join(examples)))
+            logger.warning(
+                "Ignoring series that name no node or hold no fraction 0..1; those nodes have "
+                "no data for this metric (recording rules must divide percentages by 100)",
+                extra=kv(metric=metric, series=len(invalid), examples="; ".join(examples)),
+            )
         elif before and not invalid:
             logger.info("All series of the metric are valid again", extra=kv(metric=metric))
 
@@ -367,14 +409,17 @@ class PrometheusSource:
         if ok and before is False:
             logger.info("Prometheus queries succeed again", extra=kv(metric=metric))
         elif not ok and before is not False:
-            logger.warning("Prometheus query failed; keeping the last values until they go stale",
-                           extra=kv(metric=metric, url=self._query_url, reason=reason))
+            logger.warning(
+                "Prometheus query failed; keeping the last values until they go stale",
+                extra=kv(metric=metric, url=self._query_url, reason=reason),
+            )
         elif not ok:
             logger.log(V(4), "Prometheus query still failing", extra=kv(metric=metric, reason=reason))
 
     def _age_function(self, metric: str) -> Callable[[], float]:
         def age() -> float:
             return max(0.0, self._clock() - self._views[metric].sample_time)
+
         return age
 
 
@@ -399,4 +444,3 @@ def _error_detail(body: bytes) -> str:
         return f"{doc.get('errorType', '')}: {doc.get('error', '')}" if isinstance(doc, dict) else ""
     except (ValueError, UnicodeDecodeError):
         return body[:120].decode("utf-8", "replace").strip()
-

@@ -48,7 +48,9 @@ class FakePrometheus:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), name="fake-prometheus", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name="fake-prometheus", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -93,14 +95,18 @@ class FakePrometheus:
             self._send(req, scripted.status, scripted.body)
             return
         want = json.loads(quoted) if label else None
-        result = [{"metric": {"__name__": metric, **labels}, "value": [ts, value]}
-                  for labels, value in series if label is None or labels.get(label) == want]
+        result = [
+            {"metric": {"__name__": metric, **labels}, "value": [ts, value]}
+            for labels, value in series
+            if label is None or labels.get(label) == want
+        ]
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
         self._send(req, 200, body.encode())
 
     @staticmethod
-    def _send(req: BaseHTTPRequestHandler, status: int, body: bytes,
-              content_type: str = "application/json") -> None:
+    def _send(
+        req: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str = "application/json"
+    ) -> None:
         try:
             req.send_response(status)
             req.send_header("Content-Type", content_type)

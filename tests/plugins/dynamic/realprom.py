@@ -23,8 +23,10 @@ from typing import Any
 import yaml
 
 PROMETHEUS_BIN_ENV = "PROMETHEUS_BIN"
-INSTALL_HINT = ("the Prometheus server binary is needed for these tests: install it with "
-                "`apt-get install prometheus` (or point $PROMETHEUS_BIN at one)")
+INSTALL_HINT = (
+    "the Prometheus server binary is needed for these tests: install it with "
+    "`apt-get install prometheus` (or point $PROMETHEUS_BIN at one)"
+)
 
 
 def find_prometheus() -> str | None:
@@ -57,7 +59,9 @@ class Exporter:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 with exporter._lock:
-                    body = "".join(f"{series} {value}\n" for series, value in exporter._lines.items()).encode()
+                    body = "".join(
+                        f"{series} {value}\n" for series, value in exporter._lines.items()
+                    ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -107,21 +111,35 @@ class PrometheusServer:
     def __init__(self, binary: str, workdir: Path, targets: list[str], rules: list[dict[str, str]]) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        (workdir / "rules.yaml").write_text(yaml.safe_dump(
-            {"groups": [{"name": "load", "interval": "1s", "rules": rules}]}))
-        (workdir / "prometheus.yaml").write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(workdir / "rules.yaml")],
-            # honor_labels keeps the exporter's own instance="node-a" labels
-            "scrape_configs": [{"job_name": "nodes", "honor_labels": True,
-                                "static_configs": [{"targets": targets}]}],
-        }))
+        (workdir / "rules.yaml").write_text(
+            yaml.safe_dump({"groups": [{"name": "load", "interval": "1s", "rules": rules}]})
+        )
+        (workdir / "prometheus.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(workdir / "rules.yaml")],
+                    # honor_labels keeps the exporter's own instance="node-a" labels
+                    "scrape_configs": [
+                        {"job_name": "nodes", "honor_labels": True, "static_configs": [{"targets": targets}]}
+                    ],
+                }
+            )
+        )
         self.log_path = workdir / "prometheus.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yaml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yaml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         def ready() -> bool:
@@ -132,11 +150,13 @@ class PrometheusServer:
                     return r.status == 200
             except OSError:
                 return False
+
         wait_until(ready, timeout, f"prometheus to be ready on {self.url}")
 
     def query(self, promql: str) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?"
-                                    + urllib.parse.urlencode({"query": promql}), timeout=5) as r:
+        with urllib.request.urlopen(
+            f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5
+        ) as r:
             return json.load(r)["data"]["result"]
 
     def log(self) -> str:

@@ -37,16 +37,19 @@ class Cluster:
         self.args = DynamicArgs(prome_addr=prom.url, policy_config_path=str(policy_path), **args)
         self.policy: DynamicPolicy = load_policy(str(policy_path))
         self.source = build_source(self.policy, self.args, registry=CollectorRegistry(), clock=self.clock)
-        self.plugin = Dynamic(self.args, FakeHandle(), source=self.source, clock=self.clock,
-                              hot_clock=self.hot_clock)
+        self.plugin = Dynamic(
+            self.args, FakeHandle(), source=self.source, clock=self.clock, hot_clock=self.hot_clock
+        )
         prom.eval_time = EVAL_TIME
 
     def load(self, usage: Mapping[str, Mapping[str, float]]) -> None:
         """usage: node label value -> metric -> fraction; then refresh every metric."""
         metrics = {m for per_node in usage.values() for m in per_node} | set(self.source.metrics)
         for m in metrics:
-            self.prom.set(m, *[({"instance": node}, repr(v)) for node, per in usage.items()
-                               if m in per for v in [per[m]]])
+            self.prom.set(
+                m,
+                *[({"instance": node}, repr(v)) for node, per in usage.items() if m in per for v in [per[m]]],
+            )
         assert self.source.refresh_all()
 
 
@@ -63,8 +66,11 @@ def write_policy(tmp_path: Path, spec: str) -> Path:
 
 def crane_reasons(policy: DynamicPolicy, usage: Mapping[str, float]) -> tuple[str, ...]:
     """crane's predicate: usage > maxLimitPecent rejects; a limit of 0 is off; missing passes."""
-    return tuple(f"node(s) had {p.name} above {p.max_limit_percent:g}" for p in policy.predicate
-                 if p.max_limit_percent and p.name in usage and usage[p.name] > p.max_limit_percent)
+    return tuple(
+        f"node(s) had {p.name} above {p.max_limit_percent:g}"
+        for p in policy.predicate
+        if p.max_limit_percent and p.name in usage and usage[p.name] > p.max_limit_percent
+    )
 
 
 def crane_load_score(policy: DynamicPolicy, usage: Mapping[str, float]) -> int:
@@ -74,8 +80,17 @@ def crane_load_score(policy: DynamicPolicy, usage: Mapping[str, float]) -> int:
 
 
 def everything(value: float) -> dict[str, float]:
-    return {m: value for m in ("cpu_usage_avg_5m", "cpu_usage_max_avg_1h", "cpu_usage_max_avg_1d",
-                               "mem_usage_avg_5m", "mem_usage_max_avg_1h", "mem_usage_max_avg_1d")}
+    return {
+        m: value
+        for m in (
+            "cpu_usage_avg_5m",
+            "cpu_usage_max_avg_1h",
+            "cpu_usage_max_avg_1d",
+            "mem_usage_avg_5m",
+            "mem_usage_max_avg_1h",
+            "mem_usage_max_avg_1d",
+        )
+    }
 
 
 USAGE = {
@@ -83,8 +98,14 @@ USAGE = {
     "node-b": {**everything(0.3), "cpu_usage_avg_5m": 0.66},
     "node-c": {**everything(0.5), "cpu_usage_avg_5m": 0.7, "mem_usage_max_avg_1h": 0.8},
     "node-d": {**everything(0.2), "cpu_usage_avg_5m": 0.65, "cpu_usage_max_avg_1h": 0.75},  # at the limits
-    "node-e": {"cpu_usage_avg_5m": 0.3, "cpu_usage_max_avg_1h": 0.5, "cpu_usage_max_avg_1d": 0.4,
-               "mem_usage_avg_5m": 0.6, "mem_usage_max_avg_1h": 0.7, "mem_usage_max_avg_1d": 0.2},
+    "node-e": {
+        "cpu_usage_avg_5m": 0.3,
+        "cpu_usage_max_avg_1h": 0.5,
+        "cpu_usage_max_avg_1d": 0.4,
+        "mem_usage_avg_5m": 0.6,
+        "mem_usage_max_avg_1h": 0.7,
+        "mem_usage_max_avg_1d": 0.2,
+    },
 }
 
 
@@ -100,15 +121,20 @@ def test_filter_rejects_each_metric_above_its_limit_with_aggregatable_reasons(cr
         assert got[name] == (Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons) if reasons else None), name
     # spelled out for the two rejected nodes
     assert got["node-b"].reasons == ("node(s) had cpu_usage_avg_5m above 0.65",)
-    assert got["node-c"].reasons == ("node(s) had cpu_usage_avg_5m above 0.65",
-                                     "node(s) had mem_usage_max_avg_1h above 0.75")
+    assert got["node-c"].reasons == (
+        "node(s) had cpu_usage_avg_5m above 0.65",
+        "node(s) had mem_usage_max_avg_1h above 0.75",
+    )
 
 
 def test_daemonset_pods_skip_the_filter(crane: Cluster) -> None:
     crane.load(USAGE)
     got = run_filter(crane.plugin, pod_info("agent", owner_kind="DaemonSet"), nodes(*USAGE))
     assert got == dict.fromkeys(USAGE)
-    assert run_filter(crane.plugin, pod_info("rs", owner_kind="ReplicaSet"), nodes("node-b"))["node-b"] is not None
+    assert (
+        run_filter(crane.plugin, pod_info("rs", owner_kind="ReplicaSet"), nodes("node-b"))["node-b"]
+        is not None
+    )
 
 
 def test_score_is_cranes_weighted_free_capacity(crane: Cluster) -> None:
@@ -138,7 +164,9 @@ def test_hot_value_lowers_the_score_at_once_and_is_clamped(crane: Cluster) -> No
     assert run_score(plugin, pod_info("web"), nodes("node-c")) == {"node-c": 0}
     crane.hot_clock.advance(61)  # out of the 1m window, still in the 5m one
     assert run_score(plugin, pod_info("web"), nodes("node-a", "node-c")) == {
-        "node-a": 90 - 10 * (4 // 5), "node-c": 15 - 10 * (4 // 5)}
+        "node-a": 90 - 10 * (4 // 5),
+        "node-c": 15 - 10 * (4 // 5),
+    }
     # without PreScore (a profile that runs Score alone) the value is read per node
     assert plugin.score(CycleState(), pod_info("web"), node_info("node-a")) == 90
 
@@ -154,23 +182,31 @@ def test_missing_priority_metric_scores_as_the_cluster_median(crane: Cluster) ->
     got = run_score(crane.plugin, pod_info("web"), nodes(*usage))
     # mem_usage_max_avg_1d over a, b, c: 0.2 0.4 0.9 -> median 0.4
     assert got is not None
-    assert got["node-new"] == crane_load_score(crane.policy, {**usage["node-new"], "mem_usage_max_avg_1d": 0.4})
+    assert got["node-new"] == crane_load_score(
+        crane.policy, {**usage["node-new"], "mem_usage_max_avg_1d": 0.4}
+    )
     # crane would count the term as 0: Σ w(1-u)·100 without it, over all of Σ w
-    crane_penalised = int(sum((1 - 0.1) * p.weight * 100 for p in crane.policy.priority
-                              if p.name != "mem_usage_max_avg_1d") / 2.0)
+    crane_penalised = int(
+        sum((1 - 0.1) * p.weight * 100 for p in crane.policy.priority if p.name != "mem_usage_max_avg_1d")
+        / 2.0
+    )
     assert got["node-new"] > crane_penalised
 
 
 def test_with_no_data_at_all_every_node_is_neutral_and_passes(fake_prom: FakePrometheus) -> None:
     cluster = Cluster(fake_prom, CRANE_DEFAULT)
     cluster.load({})
-    assert run_filter(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {"node-a": None, "node-b": None}
+    assert run_filter(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {
+        "node-a": None,
+        "node-b": None,
+    }
     assert run_score(cluster.plugin, pod_info("web"), nodes("node-a")) == {"node-a": 50}
 
 
 def test_prometheus_unreachable_from_the_start_never_fails_scheduling(tmp_path: Path) -> None:
-    args = DynamicArgs(prome_addr="http://127.0.0.1:9", policy_config_path=str(CRANE_DEFAULT),
-                       query_timeout=0.5)
+    args = DynamicArgs(
+        prome_addr="http://127.0.0.1:9", policy_config_path=str(CRANE_DEFAULT), query_timeout=0.5
+    )
     plugin = Dynamic(args, FakeHandle(), registry=CollectorRegistry())
     try:
         assert run_filter(plugin, pod_info("web"), nodes("node-a")) == {"node-a": None}
@@ -183,31 +219,46 @@ def test_prometheus_unreachable_from_the_start_never_fails_scheduling(tmp_path: 
 
 def test_fail_closed_rejects_nodes_without_fresh_predicate_data(fake_prom: FakePrometheus) -> None:
     cluster = Cluster(fake_prom, CRANE_DEFAULT, missing_data_policy="FailClosed")
-    cluster.load({
-        "node-a": everything(0.1),
-        "node-b": {m: v for m, v in everything(0.1).items() if m != "mem_usage_max_avg_1h"},  # a predicate
-        "node-c": {m: v for m, v in everything(0.1).items() if m != "cpu_usage_max_avg_1d"},  # priority only
-        "node-d": {**everything(0.1), "cpu_usage_avg_5m": 0.9, "mem_usage_avg_5m": 0.1},
-    })
+    cluster.load(
+        {
+            "node-a": everything(0.1),
+            "node-b": {
+                m: v for m, v in everything(0.1).items() if m != "mem_usage_max_avg_1h"
+            },  # a predicate
+            "node-c": {
+                m: v for m, v in everything(0.1).items() if m != "cpu_usage_max_avg_1d"
+            },  # priority only
+            "node-d": {**everything(0.1), "cpu_usage_avg_5m": 0.9, "mem_usage_avg_5m": 0.1},
+        }
+    )
     got = run_filter(cluster.plugin, pod_info("web"), nodes("node-a", "node-b", "node-c", "node-d", "node-x"))
     assert got["node-a"] is None
     assert got["node-b"] == Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_FRESH_DATA,))
     assert got["node-c"] is None
     assert got["node-d"].reasons == ("node(s) had cpu_usage_avg_5m above 0.65",)
     assert got["node-x"].reasons == (NO_FRESH_DATA,)
-    assert run_filter(cluster.plugin, pod_info("ds", owner_kind="DaemonSet"), nodes("node-x")) == {"node-x": None}
+    assert run_filter(cluster.plugin, pod_info("ds", owner_kind="DaemonSet"), nodes("node-x")) == {
+        "node-x": None
+    }
 
 
-def test_a_limit_of_zero_disables_the_check_even_when_failing_closed(tmp_path: Path,
-                                                                     fake_prom: FakePrometheus) -> None:
-    path = write_policy(tmp_path, """\
+def test_a_limit_of_zero_disables_the_check_even_when_failing_closed(
+    tmp_path: Path, fake_prom: FakePrometheus
+) -> None:
+    path = write_policy(
+        tmp_path,
+        """\
 spec:
   syncPolicy: [{name: cpu, period: 1m}, {name: mem, period: 1m}]
   predicate: [{name: cpu, maxLimitPecent: 0}, {name: mem, maxLimitPecent: 0.5}]
-""")
+""",
+    )
     cluster = Cluster(fake_prom, path, missing_data_policy="FailClosed")
     cluster.load({"node-a": {"cpu": 1.0, "mem": 0.2}, "node-b": {"mem": 0.2}})
-    assert run_filter(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {"node-a": None, "node-b": None}
+    assert run_filter(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {
+        "node-a": None,
+        "node-b": None,
+    }
 
 
 @pytest.mark.parametrize("mode", ["FailOpen", "FailClosed"])
@@ -219,22 +270,32 @@ def test_values_older_than_period_plus_grace_count_as_missing(fake_prom: FakePro
 
     cluster.clock.advance(limit)
     assert run_filter(plugin, pod_info("web"), [node])["node-b"].reasons == (
-        "node(s) had cpu_usage_avg_5m above 0.65",)
+        "node(s) had cpu_usage_avg_5m above 0.65",
+    )
     cluster.clock.advance(0.001)  # same data, no refresh: only time has passed
     expected = None if mode == "FailOpen" else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_FRESH_DATA,))
     assert run_filter(plugin, pod_info("web"), [node])["node-b"] == expected
 
     # the 1h metrics (period 15m) are still fresh; the 5m ones score neutral (no fresh series anywhere)
-    fresh = {m: 0.3 for m in ("cpu_usage_max_avg_1h", "cpu_usage_max_avg_1d", "mem_usage_max_avg_1h",
-                              "mem_usage_max_avg_1d")}
+    fresh = {
+        m: 0.3
+        for m in (
+            "cpu_usage_max_avg_1h",
+            "cpu_usage_max_avg_1d",
+            "mem_usage_max_avg_1h",
+            "mem_usage_max_avg_1d",
+        )
+    }
     neutral = {"cpu_usage_avg_5m": 0.5, "mem_usage_avg_5m": 0.5}
     assert run_score(plugin, pod_info("web"), [node]) == {
-        "node-b": crane_load_score(cluster.policy, {**fresh, **neutral})}
+        "node-b": crane_load_score(cluster.policy, {**fresh, **neutral})
+    }
 
     cluster.prom.eval_time = cluster.clock.now
     assert cluster.source.refresh_all()  # Prometheus answers again
     assert run_filter(plugin, pod_info("web"), [node])["node-b"].reasons == (
-        "node(s) had cpu_usage_avg_5m above 0.65",)
+        "node(s) had cpu_usage_avg_5m above 0.65",
+    )
 
 
 def test_nodes_match_by_internal_ip_and_follow_node_updates(crane: Cluster) -> None:
@@ -251,53 +312,80 @@ def test_a_refresh_replaces_the_cached_verdicts(crane: Cluster) -> None:
     assert run_filter(crane.plugin, pod_info("web"), [node])["node-a"] is None
     crane.load({"node-a": everything(0.7)})
     assert run_filter(crane.plugin, pod_info("web"), [node])["node-a"] is not None
-    assert run_score(crane.plugin, pod_info("web"), [node]) == {"node-a": crane_load_score(
-        crane.policy, everything(0.7))}
+    assert run_score(crane.plugin, pod_info("web"), [node]) == {
+        "node-a": crane_load_score(crane.policy, everything(0.7))
+    }
 
 
 def test_without_priorities_the_load_part_is_full_and_hot_value_still_counts(
-        tmp_path: Path, fake_prom: FakePrometheus) -> None:
-    path = write_policy(tmp_path, """\
+    tmp_path: Path, fake_prom: FakePrometheus
+) -> None:
+    path = write_policy(
+        tmp_path,
+        """\
 spec:
   syncPolicy: [{name: cpu, period: 1m}]
   predicate: [{name: cpu, maxLimitPecent: 0.8}]
   hotValue: [{timeRange: 1m, count: 1}]
-""")
+""",
+    )
     cluster = Cluster(fake_prom, path)
     cluster.load({"node-a": {"cpu": 0.7}, "node-b": {"cpu": 0.1}})
     cluster.plugin.reserve(CycleState(), pod_info("p", uid="p"), "node-b")
-    assert run_score(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {"node-a": 100, "node-b": 90}
+    assert run_score(cluster.plugin, pod_info("web"), nodes("node-a", "node-b")) == {
+        "node-a": 100,
+        "node-b": 90,
+    }
 
 
 def test_bad_policy_or_args_fail_the_constructor(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs args"):
         Dynamic(None, FakeHandle(), registry=CollectorRegistry())
     with pytest.raises(ConfigError) as caught:
-        Dynamic(DynamicArgs(prome_addr="http://p:9090", policy_config_path=str(tmp_path / "missing.yaml")),
-                FakeHandle(), registry=CollectorRegistry())
+        Dynamic(
+            DynamicArgs(prome_addr="http://p:9090", policy_config_path=str(tmp_path / "missing.yaml")),
+            FakeHandle(),
+            registry=CollectorRegistry(),
+        )
     assert caught.value.file == str(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="FailClosed"):
-        Dynamic(DynamicArgs(prome_addr="http://p:9090", policy_config_path=str(CRANE_DEFAULT),
-                            missing_data_policy="Maybe"),  # type: ignore[arg-type]
-                FakeHandle(), registry=CollectorRegistry())
+        Dynamic(
+            DynamicArgs(
+                prome_addr="http://p:9090", policy_config_path=str(CRANE_DEFAULT), missing_data_policy="Maybe"
+            ),  # type: ignore[arg-type]
+            FakeHandle(),
+            registry=CollectorRegistry(),
+        )
 
 
 @pytest.fixture
 def started_plugin(fake_prom: FakePrometheus) -> Iterator[Dynamic]:
     for m, v in everything(0.9).items():
         fake_prom.set(m, ({"instance": "node-a"}, repr(v)))
-    plugin = Dynamic(DynamicArgs(prome_addr=fake_prom.url, policy_config_path=str(CRANE_DEFAULT)),
-                     FakeHandle(), registry=CollectorRegistry())
+    plugin = Dynamic(
+        DynamicArgs(prome_addr=fake_prom.url, policy_config_path=str(CRANE_DEFAULT)),
+        FakeHandle(),
+        registry=CollectorRegistry(),
+    )
     yield plugin
     plugin.stop()
 
 
 def test_the_plugin_fetches_in_the_background_and_stops_promptly(started_plugin: Dynamic) -> None:
     deadline = time.monotonic() + 10
-    while len([m for m in started_plugin.source.metrics
-               if started_plugin.source.view(m).lookup("node-a", "") is not None]) < 6:
-        assert started_plugin.source.wait_refreshed(started_plugin.source.generation,
-                                                    timeout=max(0.0, deadline - time.monotonic()))
+    while (
+        len(
+            [
+                m
+                for m in started_plugin.source.metrics
+                if started_plugin.source.view(m).lookup("node-a", "") is not None
+            ]
+        )
+        < 6
+    ):
+        assert started_plugin.source.wait_refreshed(
+            started_plugin.source.generation, timeout=max(0.0, deadline - time.monotonic())
+        )
     assert run_filter(started_plugin, pod_info("web"), nodes("node-a"))["node-a"] is not None
     started = time.monotonic()
     started_plugin.stop()

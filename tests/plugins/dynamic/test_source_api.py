@@ -21,8 +21,7 @@ SOURCE_LOGGER = "scheduler.plugins.dynamic.source"
 
 
 @pytest.fixture
-def make_source(fake_prom: FakePrometheus, registry: CollectorRegistry) -> Iterator[
-        type[PrometheusSource]]:
+def make_source(fake_prom: FakePrometheus, registry: CollectorRegistry) -> Iterator[type[PrometheusSource]]:
     made: list[PrometheusSource] = []
 
     def make(periods: dict[str, float] | None = None, **kw: object) -> PrometheusSource:
@@ -43,25 +42,36 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
     return registry.get_sample_value(name, labels)
 
 
-@pytest.mark.parametrize(("key", "host"), [
-    ("10.0.0.1:9100", "10.0.0.1"), ("node-a:9100", "node-a"), ("[fd00::1]:9100", "fd00::1"),
-    ("10.0.0.1", None), ("fd00::1", None), ("node-a", None), ("node-a:", None), (":9100", None),
-    ("node-a:http", None),
-])
+@pytest.mark.parametrize(
+    ("key", "host"),
+    [
+        ("10.0.0.1:9100", "10.0.0.1"),
+        ("node-a:9100", "node-a"),
+        ("[fd00::1]:9100", "fd00::1"),
+        ("10.0.0.1", None),
+        ("fd00::1", None),
+        ("node-a", None),
+        ("node-a:", None),
+        (":9100", None),
+        ("node-a:http", None),
+    ],
+)
 def test_split_host_port(key: str, host: str | None) -> None:
     assert split_host_port(key) == host
 
 
 def test_series_match_nodes_by_name_internal_ip_or_ip_port(fake_prom: FakePrometheus, make_source) -> None:
     fake_prom.eval_time = 1234.5
-    fake_prom.set("cpu",
-                  ({"instance": "node-a"}, "0.7"),
-                  ({"instance": "10.0.0.2"}, "0.3"),
-                  ({"instance": "10.0.0.3:9100"}, "0.2"),
-                  ({"instance": "[fd00::4]:9100"}, "0.4"),
-                  ({"instance": "node-e:9100"}, "0.5"),
-                  ({"instance": "10.0.0.6", "job": "a"}, "0.1"),
-                  ({"instance": "10.0.0.6", "job": "b"}, "0.6"))
+    fake_prom.set(
+        "cpu",
+        ({"instance": "node-a"}, "0.7"),
+        ({"instance": "10.0.0.2"}, "0.3"),
+        ({"instance": "10.0.0.3:9100"}, "0.2"),
+        ({"instance": "[fd00::4]:9100"}, "0.4"),
+        ({"instance": "node-e:9100"}, "0.5"),
+        ({"instance": "10.0.0.6", "job": "a"}, "0.1"),
+        ({"instance": "10.0.0.6", "job": "b"}, "0.6"),
+    )
     source = make_source()
     assert source.refresh("cpu") is True
     view = source.view("cpu")
@@ -92,10 +102,12 @@ def test_name_match_wins_over_address_match(fake_prom: FakePrometheus, make_sour
 
 
 def test_cluster_matcher_and_node_label(fake_prom: FakePrometheus, make_source) -> None:
-    fake_prom.set("cpu",
-                  ({"cluster": "cs-test-2", "node": "node-a", "instance": "x:1"}, "0.4"),
-                  ({"cluster": "other", "node": "node-b"}, "0.5"),
-                  ({"cluster": "cs-test-2", "instance": "node-c"}, "0.6"))
+    fake_prom.set(
+        "cpu",
+        ({"cluster": "cs-test-2", "node": "node-a", "instance": "x:1"}, "0.4"),
+        ({"cluster": "other", "node": "node-b"}, "0.5"),
+        ({"cluster": "cs-test-2", "instance": "node-c"}, "0.6"),
+    )
     source = make_source(cluster_name="cs-test-2", cluster_label="cluster", node_label="node")
     assert source.query_for("cpu") == 'cpu{cluster="cs-test-2"}'
     assert source.refresh("cpu") is True
@@ -113,13 +125,21 @@ def test_query_carries_the_timeout_to_prometheus(fake_prom: FakePrometheus, make
 
 
 def test_values_that_are_not_fractions_make_the_node_missing_and_are_logged_once(
-        fake_prom: FakePrometheus, make_source, registry: CollectorRegistry,
-        caplog: pytest.LogCaptureFixture) -> None:
-    bad = {"n-nan": "NaN", "n-inf": "+Inf", "n-ninf": "-Inf", "n-neg": "-0.1", "n-big": "1.5",
-           "n-percent": "45", "n-text": "high"}
+    fake_prom: FakePrometheus, make_source, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = {
+        "n-nan": "NaN",
+        "n-inf": "+Inf",
+        "n-ninf": "-Inf",
+        "n-neg": "-0.1",
+        "n-big": "1.5",
+        "n-percent": "45",
+        "n-text": "high",
+    }
     good = {"n-zero": "0", "n-one": "1", "n-half": "0.5"}
-    fake_prom.set("cpu", *[({"instance": k}, v) for k, v in {**bad, **good}.items()],
-                  ({"job": "no-instance"}, "0.3"))
+    fake_prom.set(
+        "cpu", *[({"instance": k}, v) for k, v in {**bad, **good}.items()], ({"job": "no-instance"}, "0.3")
+    )
     source = make_source()
     caplog.set_level(logging.INFO, logger=SOURCE_LOGGER)
 
@@ -136,22 +156,35 @@ def test_values_that_are_not_fractions_make_the_node_missing_and_are_logged_once
     caplog.clear()
     assert source.refresh("cpu") is True
     assert sample(registry, "dynamic_scheduler_metric_invalid_series", metric="cpu") == 0
-    assert [r.getMessage() for r in caplog.records if r.name == SOURCE_LOGGER and r.levelno == logging.INFO] \
-        == ["All series of the metric are valid again"]
+    assert [
+        r.getMessage() for r in caplog.records if r.name == SOURCE_LOGGER and r.levelno == logging.INFO
+    ] == ["All series of the metric are valid again"]
 
 
 FAILURES = [
     pytest.param(Scripted(500, b"internal error"), "HTTP 500: internal error", id="http-500"),
-    pytest.param(Scripted(422, error_body("execution", "query timed out")),
-                 "HTTP 422: execution: query timed out", id="http-422-prometheus-error"),
-    pytest.param(Scripted(200, error_body("bad_data", "parse error")),
-                 "status 'error': bad_data: parse error", id="status-error"),
+    pytest.param(
+        Scripted(422, error_body("execution", "query timed out")),
+        "HTTP 422: execution: query timed out",
+        id="http-422-prometheus-error",
+    ),
+    pytest.param(
+        Scripted(200, error_body("bad_data", "parse error")),
+        "status 'error': bad_data: parse error",
+        id="status-error",
+    ),
     pytest.param(Scripted(200, b"<html>proxy login</html>"), "response is not JSON", id="garbage"),
     pytest.param(Scripted(200, b"[1, 2]"), "not a JSON object", id="json-list"),
-    pytest.param(Scripted(200, vector(({"instance": "n"}, "0.1"), result_type="matrix")),
-                 "expected an instant vector, got resultType 'matrix'", id="matrix"),
-    pytest.param(Scripted(200, b'{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}'),
-                 "expected an instant vector", id="scalar"),
+    pytest.param(
+        Scripted(200, vector(({"instance": "n"}, "0.1"), result_type="matrix")),
+        "expected an instant vector, got resultType 'matrix'",
+        id="matrix",
+    ),
+    pytest.param(
+        Scripted(200, b'{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}'),
+        "expected an instant vector",
+        id="scalar",
+    ),
     pytest.param(Scripted(200, b"", delay=30), "no answer within 0.3s", id="slow"),
     pytest.param(None, "cannot reach Prometheus", id="connection-refused"),
 ]
@@ -159,8 +192,13 @@ FAILURES = [
 
 @pytest.mark.parametrize(("scripted", "reason"), FAILURES)
 def test_a_failed_query_keeps_the_last_view_and_never_raises(
-        fake_prom: FakePrometheus, make_source, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture,
-        scripted: Scripted | None, reason: str) -> None:
+    fake_prom: FakePrometheus,
+    make_source,
+    registry: CollectorRegistry,
+    caplog: pytest.LogCaptureFixture,
+    scripted: Scripted | None,
+    reason: str,
+) -> None:
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.4"))
     source = make_source(query_timeout=0.3)
     assert source.refresh("cpu")  # the view to keep
@@ -188,8 +226,8 @@ def test_a_failed_query_keeps_the_last_view_and_never_raises(
 
 
 def test_recovery_is_logged_once_and_up_follows_every_metric(
-        fake_prom: FakePrometheus, make_source, registry: CollectorRegistry,
-        caplog: pytest.LogCaptureFixture) -> None:
+    fake_prom: FakePrometheus, make_source, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.4"))
     fake_prom.set("mem", ({"instance": "node-a"}, "0.5"))
     source = make_source(periods={"cpu": 60.0, "mem": 60.0})
@@ -208,12 +246,14 @@ def test_recovery_is_logged_once_and_up_follows_every_metric(
     caplog.clear()
     assert source.refresh("mem") and source.refresh("mem")
     assert sample(registry, "dynamic_scheduler_prometheus_up") == 1
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == \
-        ["Prometheus queries succeed again"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == [
+        "Prometheus queries succeed again"
+    ]
 
 
 def test_metric_age_is_measured_from_the_sample_timestamp(
-        fake_prom: FakePrometheus, make_source, registry: CollectorRegistry) -> None:
+    fake_prom: FakePrometheus, make_source, registry: CollectorRegistry
+) -> None:
     clock = ManualClock(10_000.0)
     fake_prom.eval_time = 9_990.0
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.4"))
@@ -238,7 +278,8 @@ def test_an_empty_answer_means_no_node_has_data(fake_prom: FakePrometheus, make_
 
 
 def test_background_threads_refresh_each_period_and_stop_promptly(
-        fake_prom: FakePrometheus, make_source) -> None:
+    fake_prom: FakePrometheus, make_source
+) -> None:
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.1"))
     fake_prom.set("mem", ({"instance": "node-a"}, "0.2"))
     source = make_source(periods={"cpu": 0.05, "mem": 3600.0})
@@ -288,8 +329,9 @@ def test_stop_does_not_wait_for_a_slow_query(fake_prom: FakePrometheus, make_sou
     assert time.monotonic() - started < 1.0
 
 
-def test_malformed_series_are_skipped_one_by_one(fake_prom: FakePrometheus, make_source,
-                                                 registry: CollectorRegistry) -> None:
+def test_malformed_series_are_skipped_one_by_one(
+    fake_prom: FakePrometheus, make_source, registry: CollectorRegistry
+) -> None:
     result = [
         {"metric": {"instance": "node-a"}, "value": [12.0, "0.2"]},
         {"metric": {"instance": "node-b"}, "value": "0.3"},

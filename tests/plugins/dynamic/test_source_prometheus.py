@@ -50,8 +50,11 @@ def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> 
         server.wait_ready()
         # Prometheus scrapes new targets after about 5 s (service discovery's fixed update
         # interval); one scrape brings every series, and the rule's output follows it
-        wait_until(lambda: len(server.query("cpu_usage_avg_5m")) == 2, timeout=30,
-                   what="the first scrape and rule evaluation")
+        wait_until(
+            lambda: len(server.query("cpu_usage_avg_5m")) == 2,
+            timeout=30,
+            what="the first scrape and rule evaluation",
+        )
         yield server
     finally:
         server.stop()
@@ -75,8 +78,7 @@ def values(source: PrometheusSource, metric: str) -> dict[str, float]:
     return {k: s.value for k, s in source.view(metric).by_key.items()}
 
 
-def test_every_nodes_series_arrives_in_one_query_and_maps_to_nodes(
-        make_source, exporter: Exporter) -> None:
+def test_every_nodes_series_arrives_in_one_query_and_maps_to_nodes(make_source, exporter: Exporter) -> None:
     source = make_source("direct_cpu")
     before = time.time()
     assert source.refresh("direct_cpu")
@@ -117,7 +119,8 @@ def test_cluster_matcher_selects_one_clusters_series(make_source) -> None:
 
 
 def test_background_refresh_follows_changes_and_disappearances(
-        make_source, exporter: Exporter, prometheus: PrometheusServer) -> None:
+    make_source, exporter: Exporter, prometheus: PrometheusServer
+) -> None:
     exporter.set('moving_cpu{instance="node-a"}', "0.1")
     exporter.set('moving_cpu{instance="node-b"}', "0.2")
     source = make_source("moving_cpu", period=0.2)
