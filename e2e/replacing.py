@@ -38,6 +38,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from e2e.binding import pod_body, wall
 from e2e.kube import poll, wait_pod
 
 LEASE_NS, LEASE = "kube-system", "kube-scheduler"
@@ -51,13 +52,6 @@ DOCKER = os.environ.get("DOCKER", "docker")
 
 
 # --- times -------------------------------------------------------------------------------------
-
-
-def wall(stamp: str | None) -> float | None:
-    """An RFC 3339 time of the API (MicroTime or Time) as epoch seconds."""
-    if not stamp:
-        return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # --- the Lease ---------------------------------------------------------------------------------
@@ -133,10 +127,18 @@ class LeaseWatch:
 
     def history(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Who held the Lease when (for failure messages and the artifacts)."""
-        return [{"seen": round(c.seen, 3), "holder": c.holder, "ours": annotated_ours(c.lease),
-                 "acquireTime": c.lease["spec"].get("acquireTime"), "renewTime": c.lease["spec"].get("renewTime"),
-                 "transitions": c.lease["spec"].get("leaseTransitions")}
-                for c in self.snapshot() if c.seen >= since]
+        return [
+            {
+                "seen": round(c.seen, 3),
+                "holder": c.holder,
+                "ours": annotated_ours(c.lease),
+                "acquireTime": c.lease["spec"].get("acquireTime"),
+                "renewTime": c.lease["spec"].get("renewTime"),
+                "transitions": c.lease["spec"].get("leaseTransitions"),
+            }
+            for c in self.snapshot()
+            if c.seen >= since
+        ]
 
     def holders(self, since: float = 0.0) -> str:
         """The sequence of distinct holders since ``since``, one per line, with when each first appeared."""
@@ -148,8 +150,9 @@ class LeaseWatch:
                 last = h["holder"]
         return "\n".join(out)
 
-    def wait_for(self, what: str, pred: Callable[[LeaseChange], bool], timeout: float,
-                 after: int = 0) -> LeaseChange:
+    def wait_for(
+        self, what: str, pred: Callable[[LeaseChange], bool], timeout: float, after: int = 0
+    ) -> LeaseChange:
         """The first change at index >= ``after`` satisfying ``pred``."""
         deadline = time.monotonic() + timeout
         with self.cond:
@@ -160,8 +163,10 @@ class LeaseWatch:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     last = self.changes[-1].holder if self.changes else "nothing"
-                    raise AssertionError(f"timed out after {timeout:.0f}s waiting for the Lease: {what} "
-                                         f"(last holder: {last!r}); holders:\n{self.holders()}")
+                    raise AssertionError(
+                        f"timed out after {timeout:.0f}s waiting for the Lease: {what} "
+                        f"(last holder: {last!r}); holders:\n{self.holders()}"
+                    )
                 self.cond.wait(min(left, 1.0))
 
 
@@ -170,8 +175,9 @@ def watch_lease(api: client.ApiClient, name: str = LEASE, ns: str = LEASE_NS) ->
     coord = client.CoordinationV1Api(api)
     lw = LeaseWatch()
     stop = threading.Event()
-    first = json.loads(coord.list_namespaced_lease(ns, field_selector=f"metadata.name={name}",
-                                                   _preload_content=False).data)
+    first = json.loads(
+        coord.list_namespaced_lease(ns, field_selector=f"metadata.name={name}", _preload_content=False).data
+    )
     for item in first.get("items") or []:
         lw.add(item)
     rv = [first["metadata"]["resourceVersion"]]
@@ -181,13 +187,22 @@ def watch_lease(api: client.ApiClient, name: str = LEASE, ns: str = LEASE_NS) ->
         while not stop.is_set():
             w = watch.Watch()
             try:
-                for ev in w.stream(coord.list_namespaced_lease, ns, field_selector=f"metadata.name={name}",
-                                   resource_version=rv[0], timeout_seconds=5, deserialize=False,
-                                   _request_timeout=15):
+                for ev in w.stream(
+                    coord.list_namespaced_lease,
+                    ns,
+                    field_selector=f"metadata.name={name}",
+                    resource_version=rv[0],
+                    timeout_seconds=5,
+                    deserialize=False,
+                    _request_timeout=15,
+                ):
                     obj = ev["object"]
                     if ev["type"] == "ERROR":  # 410: list again
-                        again = json.loads(coord.list_namespaced_lease(
-                            ns, field_selector=f"metadata.name={name}", _preload_content=False).data)
+                        again = json.loads(
+                            coord.list_namespaced_lease(
+                                ns, field_selector=f"metadata.name={name}", _preload_content=False
+                            ).data
+                        )
                         rv[0] = again["metadata"]["resourceVersion"]
                         for item in again.get("items") or []:
                             lw.add(item)
@@ -230,22 +245,34 @@ def kube_scheduler_pods(core: client.CoreV1Api) -> list[client.V1Pod]:
     return core.list_namespaced_pod(LEASE_NS, label_selector=KUBE_SCHEDULER_SELECTOR).items
 
 
-def sleeper(core: client.CoreV1Api, ns: str, name: str, image: str, scheduler_name: str | None = None) -> None:
+def sleeper(
+    core: client.CoreV1Api, ns: str, name: str, image: str, scheduler_name: str | None = None
+) -> None:
     """A pod that sleeps; ``scheduler_name`` None names no scheduler (default-scheduler's)."""
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                        "command": ["sleep", "3600"],
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
-    }
+    body = pod_body(name, image)
     if scheduler_name:
-        spec["schedulerName"] = scheduler_name
-    core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+        body["spec"]["schedulerName"] = scheduler_name
+    core.create_namespaced_pod(ns, body)
+
+
+def log_time(line: str) -> float:
+    """The runtime's timestamp of a ``timestamps=True`` log line."""
+    stamp = line.split(" ", 1)[0]
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
+
+
+def started_leading_at(core: client.CoreV1Api, pod: str) -> float | None:
+    """When our replica ``pod`` last logged "Started leading", or None."""
+    log = core.read_namespaced_pod_log(pod, OUR_NS, timestamps=True, _preload_content=False).data.decode()
+    lines = [ln for ln in log.splitlines() if '"Started leading"' in ln]
+    return log_time(lines[-1]) if lines else None
 
 
 def wait_bound(core: client.CoreV1Api, ns: str, name: str, timeout: float) -> dict[str, Any]:
-    return wait_pod(core, ns, name, lambda p: bool((p.get("spec") or {}).get("nodeName")), "bound to a node",
-                    timeout)
+    return wait_pod(
+        core, ns, name, lambda p: bool((p.get("spec") or {}).get("nodeName")), "bound to a node", timeout
+    )
 
 
 def scheduled_event(api: client.ApiClient, ns: str, pod: str, timeout: float = 30) -> dict[str, Any]:
@@ -254,32 +281,51 @@ def scheduled_event(api: client.ApiClient, ns: str, pod: str, timeout: float = 3
     ev = client.EventsV1Api(api)
 
     def find() -> dict[str, Any] | None:
-        body = json.loads(ev.list_namespaced_event(ns, field_selector=f"regarding.name={pod},reason=Scheduled",
-                                                   _preload_content=False).data)
+        body = json.loads(
+            ev.list_namespaced_event(
+                ns, field_selector=f"regarding.name={pod},reason=Scheduled", _preload_content=False
+            ).data
+        )
         items = body.get("items") or []
         return items[0] if items else None
 
     return poll(f"the Scheduled event of {ns}/{pod}", find, timeout, interval=0.25)
 
 
-def bound_by(api: client.ApiClient, core: client.CoreV1Api, ns: str, pod: str, timeout: float
-             ) -> tuple[str, str, float]:
+def bound_by(
+    api: client.ApiClient, core: client.CoreV1Api, ns: str, pod: str, timeout: float
+) -> tuple[str, str, float]:
     """Wait until ``pod`` is bound; (reportingController, reportingInstance, eventTime) of its Scheduled event."""
     wait_bound(core, ns, pod, timeout)
     e = scheduled_event(api, ns, pod)
-    return e.get("reportingController") or "", e.get("reportingInstance") or "", wall(e.get("eventTime")) or 0.0
+    controller, instance = e.get("reportingController") or "", e.get("reportingInstance") or ""
+    if controller and not instance:
+        # kube-scheduler records through the core/v1 recorder when events.k8s.io/v1 was not yet
+        # discoverable at its start (often the first kube-scheduler of a new cluster); that
+        # recorder's instance is the event source's host, which kube-scheduler leaves empty.
+        # Ours always writes the instance, so an empty one is kube-scheduler's, on the control plane.
+        instance = f"{controller}-{control_plane(core).metadata.name}"
+    # A core/v1 event has no eventTime: its deprecatedFirstTimestamp (whole seconds) instead.
+    at = wall(e.get("eventTime")) or wall(e.get("deprecatedFirstTimestamp"))
+    assert at, f"the Scheduled event of {ns}/{pod} has no time: {e}"
+    return controller, instance, at
 
 
 # --- kind nodes --------------------------------------------------------------------------------
 
 
-def docker_exec(node: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def docker_exec(
+    node: str, *cmd: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """``docker exec <node> cmd...`` (a kind node is a container named like the node)."""
-    proc = subprocess.run([DOCKER, "exec", node, *cmd], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(
+        [DOCKER, "exec", node, *cmd], capture_output=True, text=True, timeout=timeout, check=False
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"docker exec {node} {' '.join(cmd)} exited {proc.returncode}: "
-                             f"{proc.stderr.strip() or proc.stdout.strip()}")
+        raise AssertionError(
+            f"docker exec {node} {' '.join(cmd)} exited {proc.returncode}: "
+            f"{proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 
@@ -308,8 +354,15 @@ def node_file_exists(node: str, path: str) -> bool:
 
 def node_listing(node: str, *dirs: str) -> str:
     """``ls -la`` of folders on a node (for "nothing changed" comparisons), without the times."""
-    out = docker_exec(node, "sh", "-c", 'for d in "$@"; do echo "== $d"; ls -la --time-style=+ "$d" 2>&1; done',
-                      "sh", *dirs, check=False).stdout
+    out = docker_exec(
+        node,
+        "sh",
+        "-c",
+        'for d in "$@"; do echo "== $d"; ls -la --time-style=+ "$d" 2>&1; done',
+        "sh",
+        *dirs,
+        check=False,
+    ).stdout
     return out
 
 
@@ -329,15 +382,18 @@ def https_get(node: str, url: str) -> tuple[int, str]:
 
 
 def scale(api: client.ApiClient, replicas: int) -> None:
-    client.AppsV1Api(api).patch_namespaced_deployment_scale(OUR_DEPLOYMENT, OUR_NS,
-                                                            {"spec": {"replicas": replicas}})
+    client.AppsV1Api(api).patch_namespaced_deployment_scale(
+        OUR_DEPLOYMENT, OUR_NS, {"spec": {"replicas": replicas}}
+    )
 
 
 def pod_log(core: client.CoreV1Api, ns: str, name: str, **kw: Any) -> str:
     return core.read_namespaced_pod_log(name, ns, _preload_content=False, **kw).data.decode(errors="replace")
 
 
-def wait_ours_hold(api: client.ApiClient, core: client.CoreV1Api, timeout: float) -> tuple[dict[str, Any], str]:
+def wait_ours_hold(
+    api: client.ApiClient, core: client.CoreV1Api, timeout: float
+) -> tuple[dict[str, Any], str]:
     """Until one of our running pods holds the Lease; (the Lease, the pod's name)."""
 
     def check() -> tuple[dict[str, Any], str] | None:

@@ -31,7 +31,6 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 
 import pytest
 from kubernetes import client
@@ -55,6 +54,7 @@ from e2e.replacing import (
     scale,
     sigkill,
     sleeper,
+    started_leading_at,
     wait_leading,
     wait_ours_hold,
     watch_lease,
@@ -88,18 +88,10 @@ def ks_status(core: client.CoreV1Api) -> client.V1ContainerStatus:
     return pods[0].status.container_statuses[0]
 
 
-def log_time(line: str) -> float:
-    """The runtime's timestamp of a ``timestamps=True`` log line."""
-    stamp = line.split(" ", 1)[0]
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
-
-
-def started_leading_at(core: client.CoreV1Api, pod: str, **kw) -> float:
-    log = core.read_namespaced_pod_log(pod, OUR_NS, timestamps=True, _preload_content=False, **kw).data.decode()
-    lines = [ln for ln in log.splitlines() if '"Started leading"' in ln]
-    assert lines, f"{pod} never logged Started leading"
-    return log_time(lines[-1])
+def leading_since(core: client.CoreV1Api, pod: str) -> float:
+    at = started_leading_at(core, pod)
+    assert at is not None, f"{pod} never logged Started leading"
+    return at
 
 
 def wait_rolled_out(api: client.ApiClient, core: client.CoreV1Api, timeout: float = 120) -> None:
@@ -107,9 +99,12 @@ def wait_rolled_out(api: client.ApiClient, core: client.CoreV1Api, timeout: floa
 
     def done() -> bool:
         d = apps.read_namespaced_deployment("dynamic-scheduler", OUR_NS)
-        pods = core.list_namespaced_pod(OUR_NS, label_selector="app.kubernetes.io/name=dynamic-scheduler").items
+        pods = core.list_namespaced_pod(
+            OUR_NS, label_selector="app.kubernetes.io/name=dynamic-scheduler"
+        ).items
         return (d.status.ready_replicas or 0) == d.spec.replicas == len(pods) and all(
-            "Attempting to acquire leader lease" in pod_log(core, OUR_NS, p.metadata.name) for p in pods)
+            "Attempting to acquire leader lease" in pod_log(core, OUR_NS, p.metadata.name) for p in pods
+        )
 
     poll("our Deployment rolled out, every replica in the election", done, timeout)
 
@@ -126,7 +121,9 @@ def with_history(deployed: Deployed, since: float, fn, *args):
 def deployed(kind_cluster, api: client.ApiClient, core: client.CoreV1Api) -> Iterator[Deployed]:
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
     before = read_lease(api)
-    assert holder(before) and not annotated_ours(before), f"kube-scheduler should hold the Lease first: {before}"
+    assert holder(before) and not annotated_ours(before), (
+        f"kube-scheduler should hold the Lease first: {before}"
+    )
     restarts = ks_status(core).restart_count
     with watch_lease(api) as lw:
         start = time.time()
@@ -139,7 +136,9 @@ def deployed(kind_cluster, api: client.ApiClient, core: client.CoreV1Api) -> Ite
                 restore("lease")
             finally:
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
-                (ARTIFACTS / f"lease-history-{int(start)}.json").write_text(json.dumps(lw.history(), indent=1))
+                (ARTIFACTS / f"lease-history-{int(start)}.json").write_text(
+                    json.dumps(lw.history(), indent=1)
+                )
 
 
 def test_takeover_one_of_ours_holds_the_lease(deployed: Deployed, core: client.CoreV1Api) -> None:
@@ -151,10 +150,15 @@ def test_takeover_one_of_ours_holds_the_lease(deployed: Deployed, core: client.C
 
     # When the replicas were Ready (their Ready conditions; whole seconds) and when ours took the Lease.
     ready = max(
-        c.last_transition_time.timestamp() for p in our_pods(core) for c in p.status.conditions
-        if c.type == "Ready" and c.status == "True")
+        c.last_transition_time.timestamp()
+        for p in our_pods(core)
+        for c in p.status.conditions
+        if c.type == "Ready" and c.status == "True"
+    )
     took = acquired_at(lease)
-    m = re.search(r"([\d.]+)s after the replicas were ready, ([\d.]+)s after the apply", deployed.result.stdout)
+    m = re.search(
+        r"([\d.]+)s after the replicas were ready, ([\d.]+)s after the apply", deployed.result.stdout
+    )
     assert m, deployed.result.stdout
     record(SUITE, "takeover_deploy_to_hold_s", took - deployed.start, leader=leader)
     record(SUITE, "takeover_hold_minus_all_ready_s", took - ready, goal=HOLD_AFTER_READY_GOAL)
@@ -165,7 +169,8 @@ def test_takeover_one_of_ours_holds_the_lease(deployed: Deployed, core: client.C
 
 
 def test_a_pod_created_at_the_takeover_is_bound_within_20s(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     """Created as soon as ours holds the Lease: kube-scheduler, the leader until its renewal
     fails (up to retryPeriod + renewDeadline later), may still bind it; else ours does once
     it leads. Either way it waits at most 20 s."""
@@ -175,8 +180,13 @@ def test_a_pod_created_at_the_takeover_is_bound_within_20s(
     node = control_plane(core).metadata.name
     assert instance in (f"default-scheduler-{deployed.leader}", f"default-scheduler-{node}")
     bind_after_hold = at - acquired_at(deployed.lease)
-    record(SUITE, "takeover_pod_created_at_hold_bound_after_s", bind_after_hold, bound=BIND_AFTER_HOLD,
-           by="ours" if instance.endswith(deployed.leader) else "kube-scheduler")
+    record(
+        SUITE,
+        "takeover_pod_created_at_hold_bound_after_s",
+        bind_after_hold,
+        bound=BIND_AFTER_HOLD,
+        by="ours" if instance.endswith(deployed.leader) else "kube-scheduler",
+    )
     assert bind_after_hold <= BIND_AFTER_HOLD
 
 
@@ -186,23 +196,36 @@ def ks_exited(core: client.CoreV1Api, restarts_before: int) -> client.V1Containe
 
 
 def test_once_kube_scheduler_gave_up_ours_binds_within_20s_of_holding(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
-    poll("kube-scheduler's exit", lambda: ks_exited(core, deployed.kube_scheduler_restarts), 60, interval=0.25)
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
+    poll(
+        "kube-scheduler's exit", lambda: ks_exited(core, deployed.kube_scheduler_restarts), 60, interval=0.25
+    )
+    created = time.time()
     sleeper(core, namespace, "no-scheduler-name", test_image)
     controller, instance, at = bound_by(api, core, namespace, "no-scheduler-name", 60)
     node = control_plane(core).metadata.name
     assert controller == "default-scheduler"
     assert instance == f"default-scheduler-{deployed.leader}", f"bound by {instance}, not by our leader"
     assert instance != f"default-scheduler-{node}"  # kube-scheduler's
-    bind_after_hold = at - acquired_at(deployed.lease)
-    lead_after_hold = started_leading_at(core, deployed.leader) - acquired_at(deployed.lease)
+    held = acquired_at(deployed.lease)
+    lead_after_hold = leading_since(core, deployed.leader) - held
     record(SUITE, "takeover_lead_after_hold_s", lead_after_hold)
-    record(SUITE, "takeover_bind_after_hold_s", bind_after_hold, bound=BIND_AFTER_HOLD)
-    assert bind_after_hold <= BIND_AFTER_HOLD
+    record(
+        SUITE,
+        "takeover_bind_after_hold_s",
+        at - held,
+        bound=BIND_AFTER_HOLD,
+        created_after_hold=created - held,
+    )
+    # Created once the kubelet reported kube-scheduler's exit (seconds late on a loaded machine):
+    # bound within 20 s of ours holding the Lease, or of the pod's creation if that came later.
+    assert at - max(held, created) <= BIND_AFTER_HOLD
 
 
 def test_kube_scheduler_exited_before_ours_led_and_stands_by(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api
+) -> None:
     # kube-scheduler's renewal fails (ours changed the Lease), it gives up after its
     # renewDeadline and exits 1; the kubelet restarts it and it waits for the Lease.
     def restarted() -> client.V1ContainerStatus | None:
@@ -214,7 +237,7 @@ def test_kube_scheduler_exited_before_ours_led_and_stands_by(
     term = cs.last_state.terminated
     assert term.exit_code == 1, f"kube-scheduler ended with {term}"
     took = acquired_at(deployed.lease)
-    leads = started_leading_at(core, deployed.leader)
+    leads = leading_since(core, deployed.leader)
     # finishedAt has whole seconds: the exit happened before finishedAt + 1.
     exited = term.finished_at.timestamp()
     record(SUITE, "kube_scheduler_exit_after_takeover_s", exited - took)
@@ -231,7 +254,8 @@ def test_kube_scheduler_exited_before_ours_led_and_stands_by(
 
 
 def test_sigkill_of_the_leader_another_of_ours_takes_over(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     lease, leader = wait_ours_hold(api, core, 30)
     wait_leading(core, leader, 30)
     old = holder(lease)
@@ -239,15 +263,20 @@ def test_sigkill_of_the_leader_another_of_ours_takes_over(
     mark = len(deployed.watch.snapshot())
     killed = sigkill(pod)
     last_renew = max((c.renewed or 0) for c in deployed.watch.snapshot() if c.holder == old)
-    new = deployed.watch.wait_for("a new holder", lambda c: bool(c.holder) and c.holder != old, 60, after=mark)
+    new = deployed.watch.wait_for(
+        "a new holder", lambda c: bool(c.holder) and c.holder != old, 60, after=mark
+    )
     new_pod = holder_host(new.holder)
     assert new_pod in {p.metadata.name for p in our_pods(core)}, f"{new.holder} is not one of ours"
     assert annotated_ours(new.lease)
     wait_leading(core, new_pod, 30)
-    failover = started_leading_at(core, new_pod) - killed
-    record(SUITE, "sigkill_failover_s", failover, bound=SIGKILL_FAILOVER, same_pod_restarted=new_pod == leader)
+    failover = leading_since(core, new_pod) - killed
+    record(
+        SUITE, "sigkill_failover_s", failover, bound=SIGKILL_FAILOVER, same_pod_restarted=new_pod == leader
+    )
     record(SUITE, "sigkill_kill_to_hold_s", new.acquired - killed)
     record(SUITE, "sigkill_failover_from_last_renew_s", new.acquired - last_renew)
+
     def restarted() -> client.V1ContainerStatus | None:
         cs = core.read_namespaced_pod(leader, OUR_NS).status.container_statuses[0]
         return cs if cs.restart_count >= 1 and cs.last_state.terminated else None
@@ -262,7 +291,8 @@ def test_sigkill_of_the_leader_another_of_ours_takes_over(
 
 
 def test_sigterm_of_the_leader_releases_and_another_takes_over(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     lease, leader = wait_ours_hold(api, core, 30)
     wait_leading(core, leader, 30)
     old = holder(lease)
@@ -271,12 +301,14 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
     core.delete_namespaced_pod(leader, OUR_NS)  # the pod's grace period: SIGTERM, then the release
     released = deployed.watch.wait_for("released", lambda c: c.holder == "", 30, after=mark)
     assert released.lease["spec"]["leaseDurationSeconds"] == 1
-    new = deployed.watch.wait_for("a new holder", lambda c: bool(c.holder) and c.holder != old, 30, after=mark)
+    new = deployed.watch.wait_for(
+        "a new holder", lambda c: bool(c.holder) and c.holder != old, 30, after=mark
+    )
     new_pod = holder_host(new.holder)
     assert new_pod != leader and new_pod in {p.metadata.name for p in our_pods(core)}
     assert annotated_ours(new.lease)
     wait_leading(core, new_pod, 30)
-    failover = started_leading_at(core, new_pod) - released.renewed
+    failover = leading_since(core, new_pod) - released.renewed
     record(SUITE, "sigterm_delete_to_release_s", released.renewed - deleted)
     record(SUITE, "sigterm_failover_from_release_s", failover, bound=SIGTERM_FAILOVER)
     record(SUITE, "sigterm_release_to_hold_s", new.acquired - released.renewed)
@@ -289,7 +321,8 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
 
 
 def test_scaled_to_zero_kube_scheduler_takes_the_lease_back(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     node = control_plane(core).metadata.name
     lease, _ = wait_ours_hold(api, core, 30)
     # A replica that starts while kube-scheduler holds the Lease takes it over (that is
@@ -302,16 +335,26 @@ def test_scaled_to_zero_kube_scheduler_takes_the_lease_back(
     back = deployed.watch.wait_for("kube-scheduler", lambda c: holder_host(c.holder) == node, 60, after=mark)
     assert not annotated_ours(back.lease)
     record(SUITE, "scale_to_zero_kube_scheduler_holds_s", back.acquired - at)
-    poll("our pods gone", lambda: not core.list_namespaced_pod(OUR_NS, label_selector="app.kubernetes.io/name="
-                                                               "dynamic-scheduler").items, 60)
+    poll(
+        "our pods gone",
+        lambda: (
+            not core.list_namespaced_pod(
+                OUR_NS, label_selector="app.kubernetes.io/name=dynamic-scheduler"
+            ).items
+        ),
+        60,
+    )
 
     sleeper(core, namespace, "after-scale-down", test_image)
-    controller, instance, _ = with_history(deployed, at, bound_by, api, core, namespace, "after-scale-down", 120)
+    controller, instance, _ = with_history(
+        deployed, at, bound_by, api, core, namespace, "after-scale-down", 120
+    )
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{node}")
 
 
 def test_restore_gives_the_lease_back_and_removes_ours(
-        deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     # Ours leading again first, so restore has the Lease to give back.
     scale(api, 3)
     _, leader = wait_ours_hold(api, core, 120)
@@ -319,7 +362,9 @@ def test_restore_gives_the_lease_back_and_removes_ours(
     node = control_plane(core).metadata.name
 
     res = restore("lease")
-    assert re.search(rf"kube-system/kube-scheduler is held by {re.escape(node)}_\S+ again", res.stdout), res.stdout
+    assert re.search(rf"kube-system/kube-scheduler is held by {re.escape(node)}_\S+ again", res.stdout), (
+        res.stdout
+    )
     lease = read_lease(api)
     assert holder_host(holder(lease)) == node and not annotated_ours(lease)
     record(SUITE, "restore_s", res.seconds)
@@ -328,10 +373,12 @@ def test_restore_gives_the_lease_back_and_removes_ours(
     gone = {
         "ClusterRole dynamic-scheduler": lambda: rbac.read_cluster_role("dynamic-scheduler"),
         "ClusterRoleBinding dynamic-scheduler": lambda: rbac.read_cluster_role_binding("dynamic-scheduler"),
-        "Role kube-system/dynamic-scheduler:leader-election":
-            lambda: rbac.read_namespaced_role("dynamic-scheduler:leader-election", "kube-system"),
-        "RoleBinding kube-system/dynamic-scheduler:leader-election":
-            lambda: rbac.read_namespaced_role_binding("dynamic-scheduler:leader-election", "kube-system"),
+        "Role kube-system/dynamic-scheduler:leader-election": lambda: rbac.read_namespaced_role(
+            "dynamic-scheduler:leader-election", "kube-system"
+        ),
+        "RoleBinding kube-system/dynamic-scheduler:leader-election": lambda: (
+            rbac.read_namespaced_role_binding("dynamic-scheduler:leader-election", "kube-system")
+        ),
         "Namespace crane-system": lambda: core.read_namespace(OUR_NS),
     }
 
