@@ -1,0 +1,272 @@
+"""Everyday workloads with ours as the cluster's scheduler (the lease method deployed).
+
+Each test first makes sure our leader is the one binding (a probe pod), then
+checks what an operator would: a DaemonSet on every node, a StatefulSet with
+``WaitForFirstConsumer`` claims, required anti-affinity, taints, and a pod
+that fits nowhere, with kube-scheduler's message, until room frees up. Who
+bound a pod is read from its ``Scheduled`` event (e2e/binding.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from e2e import binding as b
+from e2e.kube import is_ready, poll, wait_pod
+from e2e.measure import record
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+CONTROL_PLANE_TAINT = "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
+TOLERATE_CONTROL_PLANE = [{"key": b.CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.fixture
+def ours(core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str) -> set[str]:
+    """Our leader binds pods; the names of our replicas."""
+    b.wait_ours_scheduling(core, namespace, test_image)
+    return b.our_pod_names(core)
+
+
+def assert_bound_by_ours(core: client.CoreV1Api, ns: str, pod: str, ours: set[str]) -> None:
+    ev = b.wait_event(core, ns, pod, "Scheduled", 30)
+    assert ev.get("reportingComponent") == b.SCHEDULER_NAME, ev
+    assert b.instance_pod(ev.get("reportingInstance") or "") in ours, (
+        f"pod {ns}/{pod} was bound by {ev.get('reportingInstance')!r}, not by one of ours {sorted(ours)}"
+    )
+
+
+def pods(core: client.CoreV1Api, ns: str, selector: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in b.list_pods_raw(core, ns, label_selector=selector)
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def template(name: str, image: str, **kw: Any) -> dict[str, Any]:
+    pod = b.pod_body(name, image, labels={"app": name}, **kw)
+    return {"metadata": pod["metadata"], "spec": pod["spec"]}
+
+
+def test_a_daemonset_gets_one_pod_per_node_bound_by_ours(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str]
+) -> None:
+    nodes = b.cluster_nodes(core)
+    tpl = template("ds", test_image, tolerations=TOLERATE_CONTROL_PLANE)
+    client.AppsV1Api(api).create_namespaced_daemon_set(
+        namespace,
+        {"metadata": {"name": "ds"}, "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": tpl}},
+    )
+    running = poll(
+        "a Running DaemonSet pod on each node",
+        lambda: (lambda ps: ps if len(ps) == 3 and all(is_ready(p) for p in ps) else None)(
+            pods(core, namespace, "app=ds")
+        ),
+        timeout=180,
+        interval=1,
+    )
+    assert sorted(p["spec"]["nodeName"] for p in running) == sorted(nodes.all)
+    for p in running:
+        # The DaemonSet controller only pins the pod (node affinity on metadata.name); the scheduler binds it.
+        terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
+        assert_bound_by_ours(core, namespace, p["metadata"]["name"], ours)
+
+
+def test_a_statefulset_with_wait_for_first_consumer_claims_binds(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str]
+) -> None:
+    default = [
+        sc
+        for sc in client.StorageV1Api(api).list_storage_class().items
+        if (sc.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    ]
+    assert len(default) == 1 and default[0].volume_binding_mode == "WaitForFirstConsumer", [
+        (sc.metadata.name, sc.volume_binding_mode) for sc in default
+    ]
+    tpl = template("sts", test_image, command=["sh", "-c", "echo $HOSTNAME > /data/owner && exec sleep 3600"])
+    tpl["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    client.AppsV1Api(api).create_namespaced_stateful_set(
+        namespace,
+        {
+            "metadata": {"name": "sts"},
+            "spec": {
+                "serviceName": "sts",
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "sts"}},
+                "template": tpl,
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {"name": "data"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "16Mi"}},
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    start = time.monotonic()
+    for i in range(2):
+        wait_pod(core, namespace, f"sts-{i}", is_ready, "Ready", timeout=240)
+    took = time.monotonic() - start
+    for i in range(2):
+        pod = json.loads(core.read_namespaced_pod(f"sts-{i}", namespace, _preload_content=False).data)
+        pvc = core.read_namespaced_persistent_volume_claim(f"data-sts-{i}", namespace)
+        assert pvc.status.phase == "Bound"
+        assert pvc.spec.storage_class_name == default[0].metadata.name
+        # Ours chose the node and wrote it on the claim; the provisioner made the volume there.
+        assert (pvc.metadata.annotations or {}).get("volume.kubernetes.io/selected-node") == pod["spec"][
+            "nodeName"
+        ]
+        pv = client.CoreV1Api(api).read_persistent_volume(pvc.spec.volume_name)
+        node_terms = pv.spec.node_affinity.required.node_selector_terms
+        assert [v for t in node_terms for e in t.match_expressions for v in e.values] == [
+            pod["spec"]["nodeName"]
+        ]
+        assert_bound_by_ours(core, namespace, f"sts-{i}", ours)
+    record("workloads", "statefulset_ready_s", took)
+
+
+def test_required_anti_affinity_spreads_and_the_third_replica_waits(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str]
+) -> None:
+    """Two workers (the control plane is tainted): 2 replicas on distinct workers; a third has
+    no node left and stays unbound with kube-scheduler's reasons."""
+    nodes = b.cluster_nodes(core)
+    tpl = template("anti", test_image)
+    tpl["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": b.HOSTNAME_LABEL}
+            ]
+        }
+    }
+    client.AppsV1Api(api).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "anti"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "anti"}}, "template": tpl},
+        },
+    )
+
+    def two_bound_one_not() -> Any:
+        ps = pods(core, namespace, "app=anti")
+        bound = [p for p in ps if b.is_bound(p)]
+        return (bound, [p for p in ps if not b.is_bound(p)]) if len(ps) == 3 and len(bound) == 2 else None
+
+    bound, waiting = poll("2 replicas bound, 1 not", two_bound_one_not, timeout=90)
+    assert sorted(p["spec"]["nodeName"] for p in bound) == sorted(nodes.workers)
+    for p in bound:
+        assert_bound_by_ours(core, namespace, p["metadata"]["name"], ours)
+    name = waiting[0]["metadata"]["name"]
+    expected = (
+        f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 node(s) didn't match pod anti-affinity rules."
+    )
+    ev = b.wait_event(core, namespace, name, "FailedScheduling", 60)
+    assert ev["message"] == expected
+    assert b.instance_pod(ev.get("reportingInstance") or "") in ours
+    pod = wait_pod(
+        core,
+        namespace,
+        name,
+        lambda p: (b.condition(p, "PodScheduled") or {}).get("status") == "False",
+        "marked unschedulable",
+        30,
+    )
+    assert not b.is_bound(pod)
+
+
+@pytest.fixture
+def tainted_worker(core: client.CoreV1Api, namespace: str) -> Any:
+    """One worker tainted NoSchedule with a key of this test; untainted afterwards."""
+    node = b.cluster_nodes(core).workers[0]
+    taint = {"key": "e2e.dynamic-scheduler.io/avoid", "value": namespace, "effect": "NoSchedule"}
+
+    def set_taints(change: Any) -> None:
+        n = core.read_node(node)
+        taints = [t.to_dict() for t in n.spec.taints or () if t.key != taint["key"]]
+        core.patch_node(node, {"spec": {"taints": change(taints)}})
+
+    set_taints(lambda ts: [*ts, taint])
+    try:
+        yield node, taint
+    finally:
+        set_taints(lambda ts: ts)
+
+
+def test_taints_are_respected(
+    core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str], tainted_worker: Any
+) -> None:
+    tainted, taint = tainted_worker
+    other = next(w for w in b.cluster_nodes(core).workers if w != tainted)
+    for i in range(4):
+        core.create_namespaced_pod(namespace, b.pod_body(f"free-{i}", test_image))
+    placed = {
+        f"free-{i}": b.wait_bound(core, namespace, f"free-{i}", 60)["spec"]["nodeName"] for i in range(4)
+    }
+    assert set(placed.values()) == {other}, f"pods without a toleration went to {placed}, tainted: {tainted}"
+    pin = {b.HOSTNAME_LABEL: tainted}
+    core.create_namespaced_pod(namespace, b.pod_body("pinned", test_image, node_selector=pin))
+    tolerating = [{"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": "NoSchedule"}]
+    core.create_namespaced_pod(
+        namespace, b.pod_body("tolerating", test_image, node_selector=pin, tolerations=tolerating)
+    )
+    assert b.wait_bound(core, namespace, "tolerating", 60)["spec"]["nodeName"] == tainted
+    ev = b.wait_event(core, namespace, "pinned", "FailedScheduling", 60)
+    # Per node, the first filter that fails (kube-scheduler's order: TaintToleration, then NodeAffinity).
+    assert ev["message"] == (
+        f"0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        f"1 node(s) had untolerated taint {{{taint['key']}: {taint['value']}}}, "
+        f"1 {CONTROL_PLANE_TAINT}."
+    ), ev["message"]
+    assert not b.is_bound(
+        json.loads(core.read_namespaced_pod("pinned", namespace, _preload_content=False).data)
+    )
+
+
+def test_a_pod_that_fits_nowhere_waits_then_binds_when_room_frees(
+    core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str]
+) -> None:
+    """Placeholders (pinned with nodeName, no scheduler) take all but 100m of each worker's free
+    CPU; a pod asking 400m fits nowhere. Deleting one placeholder makes room: ours binds it there."""
+    workers = b.cluster_nodes(core).workers
+    b.wait_no_terminating_pods(core, workers, 180)
+    free = b.free_cpu(core)
+    assert all(free[w] >= 600 for w in workers), f"the workers have too little free CPU for this test: {free}"
+    for w in workers:
+        core.create_namespaced_pod(
+            namespace, b.pod_body(f"hold-{w}", test_image, cpu=f"{free[w] - 100}m", node_name=w)
+        )
+    for w in workers:
+        wait_pod(core, namespace, f"hold-{w}", is_ready, "Ready (admitted by the kubelet)", 120)
+    core.create_namespaced_pod(namespace, b.pod_body("big", test_image, cpu="400m"))
+    expected = f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 Insufficient cpu."
+    ev = b.wait_event(core, namespace, "big", "FailedScheduling", 60)
+    assert ev["message"] == expected
+    assert b.instance_pod(ev.get("reportingInstance") or "") in ours
+    pod = wait_pod(
+        core,
+        namespace,
+        "big",
+        lambda p: (b.condition(p, "PodScheduled") or {}).get("status") == "False",
+        "PodScheduled=False",
+        30,
+    )
+    cond = b.condition(pod, "PodScheduled")
+    assert (cond["reason"], cond["message"]) == ("Unschedulable", expected)
+    freed = workers[0]
+    t0 = time.monotonic()
+    core.delete_namespaced_pod(f"hold-{freed}", namespace, grace_period_seconds=0)
+    bound = b.wait_bound(core, namespace, "big", 60)
+    took = time.monotonic() - t0
+    assert bound["spec"]["nodeName"] == freed
+    assert_bound_by_ours(core, namespace, "big", ours)
+    record("workloads", "unschedulable_bound_after_room_freed_s", took)
