@@ -12,14 +12,18 @@ KIND_CLUSTER ?= dynamic-scheduler
 OFFLINE ?= 0
 IMG ?= dynamic-scheduler:dev
 E2E_ARGS ?=
-export KIND_CLUSTER OFFLINE IMG
+BENCH_NODES ?= 1000
+BENCH_PODS ?= 5000
+BENCH_RUNS ?= 3
+BENCH_CONTENDERS ?=
+export KIND_CLUSTER OFFLINE IMG BENCH_NODES BENCH_PODS BENCH_RUNS BENCH_CONTENDERS
 
 ##@ General
 
 .PHONY: help
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target> [OFFLINE=1] [KIND_CLUSTER=name]\n"} \
-	  /^[a-zA-Z_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
+	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
 	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Development
@@ -42,8 +46,9 @@ unit: venv ## Run the unit tests only (no API server, no tools build)
 	$(PY) -m pytest tests -m "not apiserver"
 
 .PHONY: lint
-lint: venv ## ruff check
-	$(VENV)/bin/ruff check scheduler tests e2e
+lint: venv ## ruff check and ruff format --check
+	$(VENV)/bin/ruff check scheduler tests e2e bench
+	$(VENV)/bin/ruff format --check scheduler tests e2e bench
 
 ##@ Offline toolchain (what OFFLINE=1 builds; binaries live in ~/.cache/dynamic-scheduler)
 
@@ -72,7 +77,7 @@ kind-down: ## Delete the kind cluster
 .PHONY: image docker-build
 image: docker venv ## Build the scheduler image $(IMG) (OFFLINE=1: on the Debian-built Python base)
 	@bash hack/images/scheduler-image.sh
-docker-build: image
+docker-build: image ## Same as image
 
 .PHONY: kind-load
 kind-load: ## Load $(IMG) (and offline, the Prometheus image) into the kind cluster
@@ -105,7 +110,7 @@ undeploy: venv ## restore, and remove Prometheus too
 	@bash hack/deploy.sh undeploy $(DEPLOY_ARGS)
 
 .PHONY: churn
-churn: venv ## Delete the pods of NAMESPACE on a timer (seed 1.6): make churn NAMESPACE=ns [CHURN_ARGS=...]
+churn: venv ## Delete the pods of NAMESPACE on a timer, forced, bounded in rounds and time: make churn NAMESPACE=ns [CHURN_ARGS=...]
 	@test -n "$(NAMESPACE)" || { echo "error: set NAMESPACE=<namespace>" >&2; exit 1; }
 	@KUBECONFIG=$${KUBECONFIG:-$(HOME)/.cache/dynamic-scheduler/clusters/$(KIND_CLUSTER)/kubeconfig} \
 	  $(PY) -m scheduler churn -n $(NAMESPACE) $(CHURN_ARGS)
@@ -121,4 +126,10 @@ finalize-namespace: venv ## Clear the finalizers of a namespace stuck in Termina
 .PHONY: e2e test-e2e
 e2e: docker venv ## Cluster up, image, every e2e suite, cluster down (KEEP_CLUSTER=1 keeps it; E2E_ARGS='-k lease')
 	@bash hack/e2e.sh
-test-e2e: e2e
+test-e2e: e2e ## Same as e2e
+
+##@ Benchmark
+
+.PHONY: bench
+bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=...)
+	@bash hack/bench.sh

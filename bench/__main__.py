@@ -1,0 +1,390 @@
+"""``python -m bench``: run the benchmark (``make bench`` passes the tools and the cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import contenders as ct
+from bench import kwok, load, machine, prom, report
+from bench.procstat import sample
+from scheduler.cluster.client import ClientOptions, api_request, new_api_client
+from scheduler.deploy.values import load_values
+
+REPO = Path(__file__).resolve().parent.parent
+logger = logging.getLogger("bench")
+
+
+class Progress:
+    """One status line, rewritten in place on a terminal, else printed every few seconds."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+        self._open = False
+
+    def status(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+            self._open = True
+        elif force or now - self._last >= 5:
+            print(text, file=sys.stderr, flush=True)
+            self._last = now
+
+    def say(self, text: str) -> None:
+        if self._open:
+            sys.stderr.write("\n")
+            self._open = False
+        print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--pods", type=int, default=5000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument(
+        "--contenders",
+        default="",
+        help=f"comma-separated, from: {', '.join(c.name for c in ct.ALL)} (default: all)",
+    )
+    p.add_argument("--kwok", required=True, help="the kwok binary")
+    p.add_argument("--kwok-stages", nargs="+", type=Path, required=True, help="kwok Stage files")
+    p.add_argument("--kube-scheduler", default="", help="the kube-scheduler binary")
+    p.add_argument("--rawbinder", default="", help="the rawbinder binary")
+    p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
+    p.add_argument(
+        "--out", type=Path, default=REPO / "bench" / "results", help="where latest.{json,md,png} go"
+    )
+    p.add_argument(
+        "--workdir", type=Path, default=None, help="logs and per-pod data (default _artifacts/bench/<time>)"
+    )
+    p.add_argument("--create-workers", type=int, default=32, help="threads creating pods")
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=120,
+        help="end a run when no pod was bound for this many seconds",
+    )
+    p.add_argument("--settle", type=float, default=5, help="seconds of rest between runs")
+    p.add_argument(
+        "--keep-nodes", action="store_true", help="leave the kwok nodes (and kwok's leases) in place"
+    )
+    p.add_argument(
+        "--py-spy", default="", help="profile our contenders with this py-spy (raw stacks in the workdir)"
+    )
+    p.add_argument(
+        "--ours-source",
+        type=Path,
+        default=REPO,
+        help="the checkout whose scheduler package the ours-* contenders run (default: this one)",
+    )
+    p.add_argument("--note", default="", help="a sentence for the report (e.g. what else ran on the machine)")
+    ns = p.parse_args(argv)
+    names = [n.strip() for n in ns.contenders.split(",") if n.strip()] or [c.name for c in ct.ALL]
+    unknown = [n for n in names if n not in ct.BY_NAME]
+    if unknown:
+        p.error(f"unknown contender(s) {', '.join(unknown)}; expected some of {', '.join(ct.BY_NAME)}")
+    ns.contender_names = names
+    if ns.runs < 1 or ns.nodes < 1 or ns.pods < 1:
+        p.error("--runs, --nodes and --pods must be positive")
+    kinds = {ct.BY_NAME[n].kind for n in names}
+    if "kube-scheduler" in kinds and not ns.kube_scheduler:
+        p.error("--kube-scheduler is required for the kube-scheduler contenders")
+    if "raw" in kinds and not ns.rawbinder:
+        p.error("--rawbinder is required for the raw-binder contender")
+    return ns
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.progress = Progress()
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        self.workdir: Path = args.workdir or REPO / "_artifacts" / "bench" / stamp
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.api = new_api_client(
+            ClientOptions(kubeconfig=args.kubeconfig, qps=5000, burst=5000, pool_maxsize=40)
+        )
+        self.contenders = [ct.BY_NAME[n] for n in args.contender_names]
+        self.kwok = kwok.KwokController(args.kwok, args.kubeconfig, args.kwok_stages, self.workdir)
+        self.exporter: prom.LoadExporter | None = None
+        self.prometheus: prom.LocalPrometheus | None = None
+        self.runs: list[dict[str, Any]] = []
+
+    # --- setup -----------------------------------------------------------------------------
+
+    def setup(self) -> ct.Setup:
+        say = self.progress.say
+        say(f"workdir {self.workdir}")
+        if released := kwok.release_leases(self.api):
+            say(f"released the Leases of {released} kwok nodes left by an earlier run")
+        self.kwok.start()
+        say(f"kwok controller running (log {self.kwok.log_path})")
+        took = kwok.ensure_nodes(self.api, self.args.nodes, progress=self.progress.status)
+        say(f"{self.args.nodes} kwok nodes Ready ({took:.0f}s)")
+        kwok.wait_daemonsets(self.api, progress=self.progress.status)
+        say("DaemonSet pods placed on the kwok nodes")
+        setup = ct.Setup(
+            kubeconfig=self.args.kubeconfig,
+            workdir=self.workdir,
+            kube_scheduler=self.args.kube_scheduler,
+            rawbinder=self.args.rawbinder,
+            ours_source=self.args.ours_source,
+        )
+        if any(c.dynamic for c in self.contenders):
+            setup = self._setup_prometheus(setup)
+        for c in self.contenders:
+            load.ensure_namespace(self.api, c.namespace)
+            load.delete_pods(self.api, c.namespace)
+        return setup
+
+    def _setup_prometheus(self, setup: ct.Setup) -> ct.Setup:
+        values = load_values(REPO / "manifests" / "values.yaml").data["dynamic"]
+        policy = values["policy"]
+        policy_path = self.workdir / "policy.yaml"
+        policy_path.write_text(yaml.safe_dump(policy), encoding="utf-8")
+        metrics = sorted({e["name"] for e in policy["spec"]["syncPolicy"]})
+        nodes = [kwok.node_name(i) for i in range(self.args.nodes)]
+        self.exporter = prom.LoadExporter(metrics, nodes, ct.free_port())
+        self.exporter.start()
+        self.prometheus = prom.LocalPrometheus(
+            self.args.prometheus, self.workdir, ct.free_port(), self.exporter.port
+        )
+        self.prometheus.start()
+        self.prometheus.wait_series(metrics, len(nodes))
+        self.progress.say(
+            f"Prometheus at {self.prometheus.url} has {len(metrics)} load metrics of {len(nodes)} nodes"
+        )
+        return dataclasses.replace(
+            setup,
+            prometheus_url=self.prometheus.url,
+            policy_path=str(policy_path),
+            dynamic_weight=int(values["scoreWeight"]),
+        )
+
+    def teardown(self) -> None:
+        say = self.progress.say
+        for c in self.contenders:
+            try:
+                load.delete_pods(self.api, c.namespace)
+                load.delete_namespace(self.api, c.namespace)
+            except Exception as e:  # noqa: BLE001 - best effort, say what is left
+                say(f"warning: cleaning up namespace {c.namespace} failed: {e}")
+        if self.prometheus is not None:
+            self.prometheus.stop()
+        if self.exporter is not None:
+            self.exporter.stop()
+        if not self.args.keep_nodes:
+            try:
+                n = kwok.delete_nodes(self.api)
+                say(f"deleted {n} kwok nodes")
+            except Exception as e:  # noqa: BLE001
+                say(f"warning: deleting the kwok nodes failed: {e}")
+        self.kwok.stop()
+
+    # --- one run ------------------------------------------------------------------------------
+
+    def run_one(self, c: ct.Contender, run: int, setup: ct.Setup) -> dict[str, Any]:
+        a = self.args
+        tag = f"{run}/{a.runs} {c.name}"
+        load.delete_pods(self.api, c.namespace)
+        kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
+        running = ct.start(c, setup, f"run{run}")
+        profiler: subprocess.Popen[bytes] | None = None
+        wall_limit_hit = False
+        try:
+            running.wait_ready()
+            observer = load.Observer(a.kubeconfig, c.namespace)
+            observer.start()
+            creator = load.Creator(a.kubeconfig, c.namespace, c.scheduler_name, a.pods, a.create_workers)
+            if a.py_spy and c.kind == "ours":
+                profiler = subprocess.Popen(
+                    [
+                        a.py_spy,
+                        "record",
+                        "--pid",
+                        str(running.pid),
+                        "--rate",
+                        "100",
+                        "--format",
+                        "raw",
+                        "--output",
+                        str(self.workdir / f"{c.name}-run{run}.pyspy.txt"),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            before = sample(running.pid)
+            t0 = time.time()
+            creator.start()
+            last_bound, last_change = 0, time.monotonic()
+            last_rate_t, last_rate_b = time.monotonic(), 0
+            rate = 0.0
+            while True:
+                bound = observer.bound
+                now = time.monotonic()
+                if bound != last_bound:
+                    last_bound, last_change = bound, now
+                if bound >= a.pods:
+                    break
+                if now - last_change > a.stall_timeout and creator.done():
+                    wall_limit_hit = True
+                    self.progress.say(
+                        f"run {tag}: no bind for {a.stall_timeout:.0f}s; ending the run "
+                        f"with {bound}/{a.pods} bound"
+                    )
+                    break
+                running.check()
+                self.kwok.check()
+                if now - last_rate_t >= 1:
+                    rate = (bound - last_rate_b) / (now - last_rate_t)
+                    last_rate_t, last_rate_b = now, bound
+                st = creator.stats
+                crate = st.created / max(1e-3, (st.finished_at or time.time()) - st.started_at)
+                self.progress.status(
+                    f"run {tag}: created {st.created}/{a.pods} ({crate:.0f}/s), "
+                    f"bound {bound} ({rate:.0f}/s), {time.time() - t0:.0f}s"
+                )
+                time.sleep(0.2)
+            after = sample(running.pid)
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+            watch = observer.stop()
+            creator.join(120)
+        finally:
+            code = running.stop()
+            if profiler is not None:
+                try:
+                    profiler.wait(30)
+                except subprocess.TimeoutExpired:
+                    profiler.kill()
+        server = load.server_times(self.api, c.namespace)
+        self._save_raw(c, run, t0, watch, server)
+        st = creator.stats
+        fig = report.run_figures(
+            contender=c.name,
+            run=run,
+            pods=a.pods,
+            create={"created": st.created, "failed": st.failed, "rate": st.rate},
+            watch=watch,
+            server=server,
+            cpu_window=(after.cpu_seconds - before.cpu_seconds) if after and before else None,
+            cpu_total=after.cpu_seconds if after else None,
+            peak_rss=after.hwm_bytes if after else None,
+            t0=t0,
+            wall_limit_hit=wall_limit_hit,
+        )
+        fig["exit_code"] = code
+        if st.errors:
+            fig["create_errors"] = st.errors
+        lw = fig["latency_watch_s"]
+        self.progress.say(
+            f"run {tag}: {fig['bound_watch']}/{a.pods} bound, {fig['pods_per_s']} pods/s, "
+            f"latency p50/p99 {lw['p50']}/{lw['p99']}s (watch), CPU {fig['cpu_s']}s, "
+            f"peak RSS {fig['peak_rss_mib']} MiB; created at {fig['create_rate']}/s"
+        )
+        took = load.delete_pods(self.api, c.namespace)
+        logger.debug("deleted pods in %.1fs", took)
+        return fig
+
+    def _save_raw(
+        self, c: ct.Contender, run: int, t0: float, watch: load.WatchTimes, server: load.ServerTimes
+    ) -> None:
+        raw = {
+            "t0": t0,
+            "seen": watch.seen,
+            "bound": watch.bound,
+            "created": server.created,
+            "scheduled": server.scheduled,
+            "nodes": server.nodes,
+        }
+        (self.workdir / f"{c.name}-run{run}.pods.json").write_text(json.dumps(raw), encoding="utf-8")
+
+    # --- all --------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        a = self.args
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        t_start = time.monotonic()
+        version = api_request(self.api, "GET", "/version")
+        tools = {"kwok": [a.kwok, "--version"]}
+        if a.kube_scheduler:
+            tools["kube_scheduler"] = [a.kube_scheduler, "--version"]
+        tools["prometheus"] = [a.prometheus, "--version"]
+        desc = machine.describe(version.get("gitVersion", ""), tools)
+        self.progress.say(
+            f"{a.nodes} nodes, {a.pods} pods, {a.runs} run(s) of {', '.join(c.name for c in self.contenders)}"
+        )
+        try:
+            setup = self.setup()
+            for run in range(1, a.runs + 1):
+                # Alternate the order, so no contender always runs right after the same one.
+                order = self.contenders if run % 2 else list(reversed(self.contenders))
+                for c in order:
+                    self.runs.append(self.run_one(c, run, setup))
+                    (self.workdir / "runs.json").write_text(json.dumps(self.runs, indent=1), encoding="utf-8")
+                    time.sleep(a.settle)
+        finally:
+            self.teardown()
+        names = [c.name for c in self.contenders]
+        summary = report.summarize(self.runs, names)
+        ratio_rows = report.ratios(self.runs, names)
+        doc = {
+            "started": started,
+            "duration_s": round(time.monotonic() - t_start, 1),
+            "config": {
+                "nodes": a.nodes,
+                "pods": a.pods,
+                "runs": a.runs,
+                "contenders": names,
+                "pod_requests": {"cpu": load.POD_CPU, "memory": load.POD_MEMORY},
+                "node_allocatable": {
+                    "cpu": kwok.NODE_CPU,
+                    "memory": kwok.NODE_MEMORY,
+                    "pods": kwok.NODE_PODS,
+                },
+                "create_workers": a.create_workers,
+                "contenders_described": {c.name: c.describe() for c in self.contenders},
+            },
+            "machine": desc,
+            "load_average_at_end": machine.load_average(),
+            "note": a.note,
+            "summary": summary,
+            "ratios": ratio_rows,
+            "goals": report.goals(summary, ratio_rows, a.nodes, a.pods),
+            "runs": self.runs,
+        }
+        paths = report.write(doc, a.out)
+        print(report.markdown(doc))
+        self.progress.say(
+            f"wrote {', '.join(str(p) for p in paths.values())} (logs and per-pod data: {self.workdir})"
+        )
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # SIGTERM (make interrupted, a CI timeout) cleans up as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return Bench(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

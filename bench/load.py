@@ -1,0 +1,378 @@
+"""The pods of one run: created concurrently, watched until bound, read back, deleted.
+
+Timestamps, and which clock each comes from:
+
+- ``created``/``scheduled`` (server side): each pod's ``creationTimestamp`` and
+  its ``PodScheduled=True`` condition's ``lastTransitionTime``, set by the API
+  server when the pod is created and when its Binding is accepted. Whole
+  seconds (metav1.Time), so a latency read from them is an integer ±1 s.
+- ``seen``/``bound`` (watch-observed): when a watch on the namespace, run in a
+  separate process of the bench (so that the creating threads do not delay
+  it), delivered the pod's ADDED event and the first event that shows
+  ``spec.nodeName``; ``time.time()`` on receipt, sub-millisecond resolution.
+  Both ends pass through the same watch, so its delivery delay mostly cancels.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import queue as queue_mod
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from bench.kwok import LABEL, TOLERATION
+from scheduler.cluster.client import ClientOptions, api_request, new_api_client
+from scheduler.cluster.informers import Informer, Resource
+from scheduler.cluster.retry import call_with_retries
+from scheduler.core.podinfo import parse_time
+
+logger = logging.getLogger(__name__)
+
+POD_CPU = "100m"
+POD_MEMORY = "128Mi"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def pod_name(i: int) -> str:
+    return f"bench-{i:05d}"
+
+
+def pod_body(i: int, scheduler_name: str) -> dict[str, Any]:
+    """The one pod template every contender gets (only schedulerName differs)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(i), "labels": {"app": "bench"}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "nodeSelector": {LABEL: "true"},
+            "tolerations": [TOLERATION],
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": PAUSE_IMAGE,
+                    "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+        },
+    }
+
+
+# --- namespaces ---------------------------------------------------------------------------------
+
+
+def ensure_namespace(api: ApiClient, name: str, timeout: float = 300) -> None:
+    """The namespace exists (once an earlier one of that name is gone), with its default
+    ServiceAccount (pods are refused without it)."""
+    deadline = time.monotonic() + timeout
+    path = f"/api/v1/namespaces/{name}"
+    while True:
+        try:
+            ns = api_request(api, "GET", path)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            ns = None
+        if ns is not None and not ns["metadata"].get("deletionTimestamp"):
+            break
+        if ns is None:
+            try:
+                api_request(
+                    api,
+                    "POST",
+                    "/api/v1/namespaces",
+                    body={
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {
+                            "name": name,
+                            "labels": {"app.kubernetes.io/part-of": "dynamic-scheduler-bench"},
+                        },
+                    },
+                )
+                break
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {name} is still terminating after {timeout:.0f}s")
+        time.sleep(1)
+    while True:
+        try:
+            api_request(api, "GET", f"{path}/serviceaccounts/default")
+            return
+        except ApiException as e:
+            if e.status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+def delete_namespace(api: ApiClient, name: str) -> None:
+    try:
+        api_request(api, "DELETE", f"/api/v1/namespaces/{name}")
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def count_pods(api: ApiClient, namespace: str) -> int:
+    """The pods in the namespace (from a list of one item and its remainingItemCount)."""
+    page = api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=[("limit", 1)])
+    items = page.get("items") or []
+    meta = page.get("metadata") or {}
+    remaining = meta.get("remainingItemCount")
+    if remaining is None:
+        remaining = 1 if meta.get("continue") else 0
+    return len(items) + int(remaining)
+
+
+def delete_pods(api: ApiClient, namespace: str, *, workers: int = 32, timeout: float = 600) -> float:
+    """Delete every pod of the namespace, grace period 0, and wait until they are gone; the
+    seconds it took.
+
+    One DELETE per pod from ``workers`` threads: a deletecollection is served by the
+    API server's ``--delete-collection-workers`` (1 by default), one pod after the
+    other, about 20 pods/s on the development machine; concurrent deletes go
+    several times faster. A deletecollection (grace 0) sweeps up what is left.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    def delete(name: str) -> None:
+        try:
+            call_with_retries(
+                lambda: api_request(
+                    api, "DELETE", f"{path}/{name}", query=[("gracePeriodSeconds", 0)], timeout=(5, 60)
+                ),
+                what="delete pod",
+                attempts=5,
+                max_seconds=120,
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    names = [p["metadata"]["name"] for p in list_pods(api, namespace)]
+    if names:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delete") as pool:
+            list(pool.map(delete, names))
+    while count_pods(api, namespace):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods of {namespace} still there after {timeout:.0f}s")
+        call_with_retries(
+            lambda: api_request(api, "DELETE", path, query=[("gracePeriodSeconds", 0)], timeout=(5, 300)),
+            what="delete pods",
+            attempts=5,
+            max_seconds=300,
+        )
+        time.sleep(0.5)
+    return time.monotonic() - start
+
+
+def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cont = None
+    while True:
+        query: list[tuple[str, Any]] = [("limit", 1000)]
+        if cont:
+            query.append(("continue", cont))
+        page = api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=query, timeout=(5, 120))
+        items.extend(page.get("items") or ())
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return items
+
+
+@dataclass(frozen=True)
+class ServerTimes:
+    created: dict[str, float]
+    """Pod name -> creationTimestamp (epoch seconds, whole)."""
+    scheduled: dict[str, float]
+    """Pod name -> PodScheduled=True lastTransitionTime (bound pods only)."""
+    nodes: dict[str, str]
+    """Pod name -> node (bound pods only)."""
+
+
+def server_times(api: ApiClient, namespace: str) -> ServerTimes:
+    created: dict[str, float] = {}
+    scheduled: dict[str, float] = {}
+    nodes: dict[str, str] = {}
+    for pod in list_pods(api, namespace):
+        name = pod["metadata"]["name"]
+        created[name] = parse_time(pod["metadata"].get("creationTimestamp"))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        nodes[name] = node
+        for c in (pod.get("status") or {}).get("conditions") or ():
+            if c.get("type") == "PodScheduled" and c.get("status") == "True":
+                scheduled[name] = parse_time(c.get("lastTransitionTime"))
+    return ServerTimes(created, scheduled, nodes)
+
+
+# --- creating -------------------------------------------------------------------------------------
+
+
+@dataclass
+class CreateStats:
+    created: int = 0
+    failed: int = 0
+    started_at: float = 0.0
+    """time.time() when the first create was sent."""
+    finished_at: float = 0.0
+    """time.time() when the last create returned."""
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        span = self.finished_at - self.started_at
+        return self.created / span if span > 0 else 0.0
+
+
+class Creator:
+    """Creates pods 0..count-1 from ``workers`` threads through one client whose limiter
+    does not limit (QPS and burst 5000), retrying 429/5xx; runs in the background."""
+
+    def __init__(
+        self, kubeconfig: str, namespace: str, scheduler_name: str, count: int, workers: int
+    ) -> None:
+        self.api = new_api_client(
+            ClientOptions(kubeconfig=kubeconfig, qps=5000, burst=5000, pool_maxsize=workers + 4)
+        )
+        self.namespace = namespace
+        self.scheduler_name = scheduler_name
+        self.count = count
+        self.workers = workers
+        self.stats = CreateStats()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def _create(self, i: int) -> None:
+        body = pod_body(i, self.scheduler_name)
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        try:
+            call_with_retries(
+                lambda: api_request(self.api, "POST", path, body=body, timeout=(5, 60)),
+                what="create pod",
+                attempts=10,
+                max_seconds=120,
+            )
+        except Exception as e:  # noqa: BLE001 - counted and reported
+            with self._lock:
+                self.stats.failed += 1
+                if len(self.stats.errors) < 5:
+                    self.stats.errors.append(f"{type(e).__name__}: {str(e)[:200]}")
+            return
+        with self._lock:
+            self.stats.created += 1
+
+    def _run(self) -> None:
+        self.stats.started_at = time.time()
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="create") as pool:
+            list(pool.map(self._create, range(self.count)))
+        self.stats.finished_at = time.time()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="creator", daemon=True)
+        self._thread.start()
+
+    def done(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+# --- watching ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WatchTimes:
+    seen: dict[str, float]
+    """Pod name -> time.time() when the watch delivered its ADDED event."""
+    bound: dict[str, float]
+    """Pod name -> time.time() when the watch first delivered it with spec.nodeName."""
+
+
+def _observe(
+    kubeconfig: str, namespace: str, ready: Any, stop: Any, n_seen: Any, n_bound: Any, out: Any
+) -> None:
+    """The observer process: watch the namespace's pods until told to stop."""
+    api = new_api_client(ClientOptions(kubeconfig=kubeconfig, qps=0, burst=1, pool_maxsize=4))
+    seen: dict[str, float] = {}
+    bound: dict[str, float] = {}
+
+    def on_pod(obj: dict[str, Any]) -> None:
+        now = time.time()
+        name = obj["metadata"]["name"]
+        if name not in seen:
+            seen[name] = now
+            n_seen.value += 1
+        if name not in bound and (obj.get("spec") or {}).get("nodeName"):
+            bound[name] = now
+            n_bound.value += 1
+
+    informer = Informer(
+        api, Resource("pods", f"/api/v1/namespaces/{namespace}/pods", True), name=f"bench-{namespace}"
+    )
+    informer.add_handlers(on_pod, lambda _old, new: on_pod(new), None)
+    informer.start()
+    informer.wait_for_sync(60)
+    ready.set()
+    stop.wait()
+    informer.stop()
+    out.put({"seen": seen, "bound": bound})
+
+
+class Observer:
+    """The watch of one run's namespace, in its own process."""
+
+    def __init__(self, kubeconfig: str, namespace: str) -> None:
+        ctx = mp.get_context("spawn")
+        self._ready = ctx.Event()
+        self._stop = ctx.Event()
+        self.n_seen = ctx.Value("i", 0, lock=False)
+        self.n_bound = ctx.Value("i", 0, lock=False)
+        self._out: Any = ctx.Queue()
+        self._proc = ctx.Process(
+            target=_observe,
+            name=f"observe-{namespace}",
+            daemon=True,
+            args=(kubeconfig, namespace, self._ready, self._stop, self.n_seen, self.n_bound, self._out),
+        )
+
+    def start(self, timeout: float = 90) -> None:
+        self._proc.start()
+        if not self._ready.wait(timeout):
+            self._proc.kill()
+            raise TimeoutError("the watch of the bench namespace did not sync")
+
+    @property
+    def bound(self) -> int:
+        return self.n_bound.value
+
+    @property
+    def seen(self) -> int:
+        return self.n_seen.value
+
+    def stop(self, timeout: float = 60) -> WatchTimes:
+        self._stop.set()
+        try:
+            data = self._out.get(timeout=timeout)
+        except queue_mod.Empty:
+            self._proc.kill()
+            raise TimeoutError("the bench watch did not report") from None
+        self._proc.join(10)
+        return WatchTimes(data["seen"], data["bound"])

@@ -1,0 +1,338 @@
+"""Figures of a run, their medians over runs, ratios, goals, and the JSON / Markdown / PNG outputs."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.contenders import BY_NAME
+from bench.load import ServerTimes, WatchTimes
+
+PERCENTILES = (50, 90, 99)
+CDF_POINTS = 201
+GOAL_RSS_MIB = 300
+GOAL_RSS_AT = (1000, 5000)
+GOAL_LIMIT_RATIO = 0.8
+
+
+def _pcts(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {f"p{p}": None for p in PERCENTILES} | {"max": None}
+    arr = np.asarray(values, dtype=float)
+    out: dict[str, float | None] = {f"p{p}": round(float(np.percentile(arr, p)), 3) for p in PERCENTILES}
+    out["max"] = round(float(arr.max()), 3)
+    return out
+
+
+def run_figures(
+    *,
+    contender: str,
+    run: int,
+    pods: int,
+    create: dict[str, Any],
+    watch: WatchTimes,
+    server: ServerTimes,
+    cpu_window: float | None,
+    cpu_total: float | None,
+    peak_rss: int | None,
+    t0: float,
+    wall_limit_hit: bool,
+) -> dict[str, Any]:
+    """One contender's figures for one run. ``t0`` is when the first create was sent."""
+    binds = sorted(watch.bound.values())
+    watch_lat = [watch.bound[n] - watch.seen[n] for n in watch.bound if n in watch.seen]
+    server_lat = [server.scheduled[n] - server.created[n] for n in server.scheduled if n in server.created]
+    n = len(binds)
+    span = binds[-1] - binds[0] if n > 1 else 0.0
+    rate = (n - 1) / span if span > 0 else None
+    sched = sorted(server.scheduled.values())
+    # Binds per second since t0, for the throughput-over-time chart.
+    timeline: list[int] = []
+    if binds:
+        counts = np.bincount(np.floor(np.asarray(binds) - t0).astype(int).clip(min=0))
+        timeline = [int(c) for c in counts]
+    cdf = (
+        [round(float(x), 4) for x in np.percentile(np.asarray(watch_lat), np.linspace(0, 100, CDF_POINTS))]
+        if watch_lat
+        else []
+    )
+    return {
+        "contender": contender,
+        "run": run,
+        "pods": pods,
+        "created": create["created"],
+        "create_failed": create["failed"],
+        "create_rate": round(create["rate"], 1),
+        "bound_watch": n,
+        "bound_server": len(server.nodes),
+        "complete": n == pods and not wall_limit_hit,
+        "pods_per_s": round(rate, 1) if rate else None,
+        "bind_span_s": round(span, 3),
+        "first_bind_after_s": round(binds[0] - t0, 3) if binds else None,
+        "last_bind_after_s": round(binds[-1] - t0, 3) if binds else None,
+        "server_span_s": (sched[-1] - sched[0]) if len(sched) > 1 else None,
+        "latency_watch_s": _pcts(watch_lat),
+        "latency_server_s": _pcts(server_lat),
+        "cpu_s": round(cpu_window, 2) if cpu_window is not None else None,
+        "cpu_s_total": round(cpu_total, 2) if cpu_total is not None else None,
+        "peak_rss_mib": round(peak_rss / 2**20, 1) if peak_rss else None,
+        "nodes_used": len(set(server.nodes.values())),
+        "timeline_binds_per_s": timeline,
+        "latency_watch_cdf_s": cdf,
+    }
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 3) if vals else None
+
+
+def summarize(runs: list[dict[str, Any]], contenders: list[str]) -> dict[str, dict[str, Any]]:
+    """Per contender: the median over runs of each figure (peak RSS: also the max)."""
+    out = {}
+    for name in contenders:
+        rs = [r for r in runs if r["contender"] == name]
+        if not rs:
+            continue
+        s: dict[str, Any] = {
+            "runs": len(rs),
+            "complete_runs": sum(1 for r in rs if r["complete"]),
+            "pods_per_s": _median([r["pods_per_s"] for r in rs]),
+            "create_rate": _median([r["create_rate"] for r in rs]),
+            "cpu_s": _median([r["cpu_s"] for r in rs]),
+            "peak_rss_mib": _median([r["peak_rss_mib"] for r in rs]),
+            "peak_rss_mib_max": max((r["peak_rss_mib"] for r in rs if r["peak_rss_mib"]), default=None),
+        }
+        for kind in ("latency_watch_s", "latency_server_s"):
+            s[kind] = {k: _median([r[kind][k] for r in rs]) for k in rs[0][kind]}
+        out[name] = s
+    return out
+
+
+def median_run(runs: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The run whose pods/s is the median one (the lower middle for an even count)."""
+    rs = sorted(
+        (r for r in runs if r["contender"] == name and r["pods_per_s"]), key=lambda r: r["pods_per_s"]
+    )
+    return rs[(len(rs) - 1) // 2] if rs else None
+
+
+def _per_run_ratio(runs: list[dict[str, Any]], a: str, b: str, key: Any) -> tuple[float | None, list[float]]:
+    by_run: dict[int, dict[str, Any]] = {}
+    for r in runs:
+        by_run.setdefault(r["run"], {})[r["contender"]] = r
+    ratios = []
+    for rr in by_run.values():
+        if a in rr and b in rr:
+            va, vb = key(rr[a]), key(rr[b])
+            if va is not None and vb:
+                ratios.append(round(va / vb, 3))
+    return (_median(ratios) if ratios else None), ratios
+
+
+def ratios(runs: list[dict[str, Any]], contenders: list[str]) -> list[dict[str, Any]]:
+    """ours / kube-scheduler at equal client settings (pods/s and p99), ours / raw binder
+    (pods/s): each the median of the per-run ratios (the contenders of one run ran back to back)."""
+    out = []
+
+    def p99(r: dict[str, Any]) -> float | None:
+        return r["latency_watch_s"]["p99"]
+
+    def p99_server(r: dict[str, Any]) -> float | None:
+        return r["latency_server_s"]["p99"]
+
+    def rate(r: dict[str, Any]) -> float | None:
+        return r["pods_per_s"]
+
+    for name in contenders:
+        c = BY_NAME[name]
+        if c.kind != "ours":
+            continue
+        ks = next(
+            (
+                k
+                for k in contenders
+                if BY_NAME[k].kind == "kube-scheduler"
+                and (BY_NAME[k].qps, BY_NAME[k].burst) == (c.qps, c.burst)
+            ),
+            None,
+        )
+        if ks:
+            for metric, key in (
+                ("pods/s", rate),
+                ("p99 latency (watch)", p99),
+                ("p99 latency (server)", p99_server),
+            ):
+                med, per_run = _per_run_ratio(runs, name, ks, key)
+                out.append({"ours": name, "versus": ks, "metric": metric, "median": med, "per_run": per_run})
+        if "raw-binder" in contenders:
+            med, per_run = _per_run_ratio(runs, name, "raw-binder", rate)
+            out.append(
+                {"ours": name, "versus": "raw-binder", "metric": "pods/s", "median": med, "per_run": per_run}
+            )
+    return out
+
+
+def goals(
+    summary: dict[str, Any], ratio_rows: list[dict[str, Any]], nodes: int, pods: int
+) -> list[dict[str, Any]]:
+    out = []
+    for r in ratio_rows:
+        med = r["median"]
+        if r["versus"] == "raw-binder":
+            if BY_NAME[r["ours"]].qps < 1000:
+                continue  # a client limited to 50 QPS cannot reach the API server's limit by design
+            out.append(
+                {
+                    "goal": f"{r['ours']} >= {GOAL_LIMIT_RATIO:.0%} of the raw binder's pods/s",
+                    "value": med,
+                    "target": f">= {GOAL_LIMIT_RATIO}",
+                    "met": None if med is None else med >= GOAL_LIMIT_RATIO,
+                }
+            )
+        elif r["metric"] == "pods/s":
+            out.append(
+                {
+                    "goal": f"{r['ours']} pods/s >= {r['versus']}'s",
+                    "value": med,
+                    "target": ">= 1.0",
+                    "met": None if med is None else med >= 1.0,
+                }
+            )
+        elif r["metric"] == "p99 latency (watch)":
+            out.append(
+                {
+                    "goal": f"{r['ours']} p99 latency no worse than {r['versus']}'s",
+                    "value": med,
+                    "target": "<= 1.0",
+                    "met": None if med is None else med <= 1.0,
+                }
+            )
+    at_size = (nodes, pods) == GOAL_RSS_AT
+    for name, s in summary.items():
+        if BY_NAME[name].kind != "ours":
+            continue
+        v = s["peak_rss_mib_max"]
+        out.append(
+            {
+                "goal": f"{name} peak RSS <= {GOAL_RSS_MIB} MiB at {GOAL_RSS_AT[0]} nodes and "
+                f"{GOAL_RSS_AT[1]} pods",
+                "value": v,
+                "target": f"<= {GOAL_RSS_MIB}",
+                "met": (None if v is None else v <= GOAL_RSS_MIB) if at_size else None,
+                **({} if at_size else {"note": f"measured at {nodes} nodes and {pods} pods"}),
+            }
+        )
+    return out
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _lat(d: dict[str, Any]) -> str:
+    return " / ".join(_fmt(d[f"p{p}"]) for p in PERCENTILES)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    cfg, m = doc["config"], doc["machine"]
+    lines = [
+        f"### {cfg['nodes']} kwok nodes, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
+        "",
+        f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min on {m['cpu_model']}, {m['cores']} cores, "
+        f"{m['memory_gib']} GiB, Linux {m['kernel']}; Kubernetes {m['kubernetes']} (kind), "
+        f"{m.get('kwok', '')}, {m.get('kube_scheduler', '')}, Python {m['python']}. "
+        f"Load average at start {m['load_average_at_start']}, at end {doc.get('load_average_at_end')}"
+        + (f". {doc['note']}" if doc.get("note") else "."),
+        "",
+        "Medians over the runs. pods/s: first to last bind as the watch saw them. Latency: creation to "
+        "bind, in seconds, watch-observed (sub-second) and server-side (whole seconds, from "
+        "creationTimestamp and PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds "
+        "from the first create to the last bind. RSS: peak (VmHWM) of the process.",
+        "",
+        "| contender | client QPS/burst | pods/s | latency p50 / p90 / p99, watch (s) | latency p50 / p90 / p99, "
+        "server (s) | CPU s | peak RSS MiB | complete runs | pods created/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, s in doc["summary"].items():
+        c = BY_NAME[name]
+        lines.append(
+            f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_lat(s['latency_watch_s'])} | "
+            f"{_lat(s['latency_server_s'])} | {_fmt(s['cpu_s'], 1)} | {_fmt(s['peak_rss_mib'], 0)} | "
+            f"{s['complete_runs']}/{s['runs']} | {_fmt(s['create_rate'], 0)} |"
+        )
+    if doc["ratios"]:
+        lines += ["", "| ours | versus | ratio of | median | per run |", "| --- | --- | --- | ---: | --- |"]
+        for r in doc["ratios"]:
+            lines.append(
+                f"| {r['ours']} | {r['versus']} | {r['metric']} | {_fmt(r['median'])} | "
+                f"{', '.join(_fmt(x) for x in r['per_run'])} |"
+            )
+    if doc["goals"]:
+        lines += ["", "| goal | value | target | result |", "| --- | ---: | --- | --- |"]
+        for g in doc["goals"]:
+            result = {True: "met", False: "**missed**", None: "not evaluated"}[g["met"]]
+            if g.get("note"):
+                result += f" ({g['note']})"
+            lines.append(f"| {g['goal']} | {_fmt(g['value'])} | {g['target']} | {result} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5.5))
+    for name in doc["summary"]:
+        r = median_run(doc["runs"], name)
+        if r is None:
+            continue
+        cdf = r["latency_watch_cdf_s"]
+        if cdf:
+            ax1.plot(cdf, np.linspace(0, 1, len(cdf)), label=name)
+        tl = r["timeline_binds_per_s"]
+        if tl:
+            ax2.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+    cfg = doc["config"]
+    ax1.set_xscale("log")
+    ax1.set_xlabel("creation to bind, watch-observed (s, log scale)")
+    ax1.set_ylabel("fraction of pods")
+    ax1.set_title("Latency CDF (median run of each contender)")
+    ax1.grid(True, which="both", alpha=0.3)
+    ax1.legend(fontsize=8)
+    ax2.set_xlabel("seconds since the first pod was created")
+    ax2.set_ylabel("binds per second")
+    ax2.set_title("Throughput over time (median run)")
+    ax2.grid(True, alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.suptitle(
+        f"{cfg['nodes']} kwok nodes, {cfg['pods']} pods — {doc['machine']['cpu_model']}, "
+        f"{doc['machine']['cores']} cores ({doc['started']})",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(doc: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "latest.json", "md": out_dir / "latest.md", "png": out_dir / "latest.png"}
+    paths["json"].write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    paths["md"].write_text(markdown(doc), encoding="utf-8")
+    chart(doc, paths["png"])
+    return paths

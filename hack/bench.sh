@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make bench: scheduling throughput and latency of dynamic-scheduler against
+# kube-scheduler and a raw binder, on kwok nodes in the kind cluster
+# (python -m bench; see the README's "Benchmark"). Variables: BENCH_NODES,
+# BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_ARGS (more flags of python -m bench).
+source "$(dirname "$0")/lib/common.sh"
+source "$REPO_ROOT/hack/lib/cluster.sh"
+PY=${PY:-$REPO_ROOT/.venv/bin/python}
+cluster_exists || die "no cluster $KIND_CLUSTER: run make kind-up"
+
+# Only the Dynamic contenders (all but an explicit BENCH_CONTENDERS without them) query Prometheus.
+if [[ -z ${BENCH_CONTENDERS:-} || ${BENCH_CONTENDERS} == *dynamic* ]]; then
+  need prometheus "the Dynamic contenders query a local Prometheus: apt-get install prometheus (Debian's package)"
+fi
+kwok=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kwok)
+kube_scheduler=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kube-scheduler)
+rawbinder=$("$REPO_ROOT/hack/tools/ensure-bin.sh" rawbinder)
+# kwok's own Stages of the pinned release (what kwokctl loads): nodes Ready with
+# Lease heartbeats, pods Running once bound, deleted pods gone.
+kwok_dir=$(cd "$TOOLS_MOD_DIR" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) \
+  || die "cannot find the kwok module source: run make tools"
+stages=("$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml
+        "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+        "$kwok_dir"/kustomize/stage/pod/fast/pod-ready.yaml
+        "$kwok_dir"/kustomize/stage/pod/fast/pod-delete.yaml)
+for f in "${stages[@]}"; do [[ -f $f ]] || die "kwok Stage file missing: $f"; done
+
+args=(--kubeconfig "$KUBECONFIG" --nodes "${BENCH_NODES:-1000}" --pods "${BENCH_PODS:-5000}"
+      --runs "${BENCH_RUNS:-3}" --kwok "$kwok" --kwok-stages "${stages[@]}"
+      --kube-scheduler "$kube_scheduler" --rawbinder "$rawbinder")
+[[ -n ${BENCH_CONTENDERS:-} ]] && args+=(--contenders "$BENCH_CONTENDERS")
+log "benchmark on cluster $KIND_CLUSTER: ${BENCH_NODES:-1000} kwok nodes, ${BENCH_PODS:-5000} pods, ${BENCH_RUNS:-3} runs"
+# shellcheck disable=SC2086 # BENCH_ARGS is word-split on purpose
+exec "$PY" -m bench "${args[@]}" ${BENCH_ARGS:-}
