@@ -30,5 +30,6 @@ args=(--kubeconfig "$KUBECONFIG" --nodes "${BENCH_NODES:-1000}" --pods "${BENCH_
       --kube-scheduler "$kube_scheduler" --rawbinder "$rawbinder")
 [[ -n ${BENCH_CONTENDERS:-} ]] && args+=(--contenders "$BENCH_CONTENDERS")
 log "benchmark on cluster $KIND_CLUSTER: ${BENCH_NODES:-1000} kwok nodes, ${BENCH_PODS:-5000} pods, ${BENCH_RUNS:-3} runs"
-# shellcheck disable=SC2086 # BENCH_ARGS is word-split on purpose
-exec "$PY" -m bench "${args[@]}" ${BENCH_ARGS:-}
+# BENCH_ARGS is split as the shell would (quotes kept): BENCH_ARGS="--note 'a sentence'".
+eval "set -- ${BENCH_ARGS:-}"
+exec "$PY" -m bench "${args[@]}" "$@"
