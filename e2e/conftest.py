@@ -81,8 +81,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     name = os.environ.get("KIND_CLUSTER", "dynamic-scheduler")
     dest = ARTIFACTS / f"kind-logs-{name}"
     kind = os.environ.get("KIND") or str(_tool("kind"))
-    subprocess.run([kind, "export", "logs", str(dest), "--name", name], check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [kind, "export", "logs", str(dest), "--name", name],
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -121,4 +125,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.section(f"measured since {_SESSION_START} (in {OUT})")
     for e in rows:
         extra = {k: v for k, v in e.items() if k not in ("time", "suite", "name", "value", "test")}
-        terminalreporter.write_line(f"{e['suite']}: {e['name']} = {e['value']}" + (f"  {extra}" if extra else ""))
+        terminalreporter.write_line(
+            f"{e['suite']}: {e['name']} = {e['value']}" + (f"  {extra}" if extra else "")
+        )

@@ -38,12 +38,20 @@ def cli(*args: str, timeout: float = 600, check: bool = True) -> Result:
     """``python -m scheduler <args>`` with the cluster's kubeconfig; output captured."""
     env = {**os.environ}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "scheduler", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scheduler", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
     res = Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     if check and proc.returncode != 0:
-        raise AssertionError(f"dynamic-scheduler {' '.join(args)} exited {proc.returncode}:\n"
-                             f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+        raise AssertionError(
+            f"dynamic-scheduler {' '.join(args)} exited {proc.returncode}:\n"
+            f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
+        )
     return res
 
 

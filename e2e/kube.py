@@ -36,29 +36,48 @@ def poll(what: str, fn: Callable[[], T | None], timeout: float, interval: float 
         return last
 
     try:
-        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
-                          retry=retry_if_exception_type((NotYetError, ApiException)), reraise=True):
+        for a in Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(interval),
+            retry=retry_if_exception_type((NotYetError, ApiException)),
+            reraise=True,
+        ):
             with a:
                 return attempt()
     except (NotYetError, ApiException) as e:
-        raise WaitTimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}; {e!r})") from None
+        raise WaitTimeoutError(
+            f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}; {e!r})"
+        ) from None
     raise AssertionError("unreachable")
 
 
-def wait_pod(core: client.CoreV1Api, ns: str, name: str, pred: Callable[[dict[str, Any]], bool],
-             what: str, timeout: float) -> dict[str, Any]:
+def wait_pod(
+    core: client.CoreV1Api,
+    ns: str,
+    name: str,
+    pred: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float,
+) -> dict[str, Any]:
     """Watch one pod until ``pred(pod)`` holds; returns the pod as a dict."""
     deadline = time.monotonic() + timeout
     last: dict[str, Any] | None = None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise WaitTimeoutError(f"timed out after {timeout:.0f}s waiting for pod {ns}/{name} to be {what}; "
-                              f"last status: {(last or {}).get('status')}")
+            raise WaitTimeoutError(
+                f"timed out after {timeout:.0f}s waiting for pod {ns}/{name} to be {what}; "
+                f"last status: {(last or {}).get('status')}"
+            )
         w = watch.Watch()
-        for ev in w.stream(core.list_namespaced_pod, ns, field_selector=f"metadata.name={name}",
-                           timeout_seconds=max(1, int(remaining)), _request_timeout=remaining + 5,
-                           deserialize=False):
+        for ev in w.stream(
+            core.list_namespaced_pod,
+            ns,
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=max(1, int(remaining)),
+            _request_timeout=remaining + 5,
+            deserialize=False,
+        ):
             obj = ev["object"]
             if ev["type"] in ("ADDED", "MODIFIED"):
                 last = obj
@@ -74,20 +93,40 @@ def phase_is(*phases: str) -> Callable[[dict[str, Any]], bool]:
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or ())
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
-def run_pod(core: client.CoreV1Api, ns: str, name: str, image: str, script: str, *,
-            node: str | None = None, volumes: list[dict[str, Any]] | None = None,
-            mounts: list[dict[str, Any]] | None = None, timeout: float = 120) -> str:
+def run_pod(
+    core: client.CoreV1Api,
+    ns: str,
+    name: str,
+    image: str,
+    script: str,
+    *,
+    node: str | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
+    timeout: float = 120,
+) -> str:
     """Run ``python3 -c script`` in a pod to completion; return its log. Fails on a non-zero exit."""
     body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                            "command": ["python3", "-c", script], "volumeMounts": mounts or []}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["python3", "-c", script],
+                    "volumeMounts": mounts or [],
+                }
+            ],
             "volumes": volumes or [],
         },
     }

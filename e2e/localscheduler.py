@@ -85,8 +85,17 @@ def local_scheduler(name: str, config: dict, kubeconfig: str, *flags: str) -> It
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(config, f)
         cfg_path = f.name
-    cmd = [sys.executable, "-m", "scheduler", f"--config={cfg_path}", f"--kubeconfig={kubeconfig}",
-           f"--secure-port={port}", "--bind-address=127.0.0.1", "-v=4", *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scheduler",
+        f"--config={cfg_path}",
+        f"--kubeconfig={kubeconfig}",
+        f"--secure-port={port}",
+        "--bind-address=127.0.0.1",
+        "-v=4",
+        *flags,
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     sched = LocalScheduler(proc, log, port)
@@ -107,7 +116,10 @@ def config(scheduler_name: str, lease_name: str, lease_namespace: str = "kube-sy
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": True, "resourceName": lease_name,
-                           "resourceNamespace": lease_namespace},
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceName": lease_name,
+            "resourceNamespace": lease_namespace,
+        },
         "profiles": [{"schedulerName": scheduler_name}],
     }

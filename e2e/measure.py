@@ -22,9 +22,14 @@ logger = logging.getLogger("e2e.measure")
 
 def record(suite: str, name: str, value: Any, **context: Any) -> Any:
     OUT.mkdir(parents=True, exist_ok=True)
-    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "suite": suite, "name": name,
-             "value": round(value, 3) if isinstance(value, float) else value,
-             "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], **context}
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "suite": suite,
+        "name": name,
+        "value": round(value, 3) if isinstance(value, float) else value,
+        "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+        **context,
+    }
     with open(OUT / f"{suite}.jsonl", "a") as f:
         f.write(json.dumps(entry) + "\n")
     logger.warning("measured %s %s = %s %s", suite, name, entry["value"], context or "")

@@ -24,26 +24,39 @@ def _ready(node: client.V1Node) -> bool:
 
 def test_three_nodes_ready(core: client.CoreV1Api) -> None:
     nodes = core.list_node().items
-    roles = sorted("control-plane" if "node-role.kubernetes.io/control-plane" in (n.metadata.labels or {})
-                   else "worker" for n in nodes)
+    roles = sorted(
+        "control-plane" if "node-role.kubernetes.io/control-plane" in (n.metadata.labels or {}) else "worker"
+        for n in nodes
+    )
     assert roles == ["control-plane", "worker", "worker"]
     poll("all nodes Ready", lambda: all(_ready(n) for n in core.list_node().items), timeout=120)
 
 
 @pytest.mark.parametrize("selector", ["k8s-app=kube-proxy", "k8s-app=kube-dns"])
 def test_system_pods_running(core: client.CoreV1Api, selector: str) -> None:
-    pods = poll(f"{selector} pods Running",
-                lambda: [p for p in core.list_namespaced_pod("kube-system", label_selector=selector).items
-                         if p.status.phase == "Running"], timeout=120)
+    pods = poll(
+        f"{selector} pods Running",
+        lambda: [
+            p
+            for p in core.list_namespaced_pod("kube-system", label_selector=selector).items
+            if p.status.phase == "Running"
+        ],
+        timeout=120,
+    )
     assert pods
 
 
 def _worker(core: client.CoreV1Api) -> str:
-    return next(n.metadata.name for n in core.list_node().items
-                if "node-role.kubernetes.io/control-plane" not in (n.metadata.labels or {}))
+    return next(
+        n.metadata.name
+        for n in core.list_node().items
+        if "node-role.kubernetes.io/control-plane" not in (n.metadata.labels or {})
+    )
 
 
-def test_pod_reaches_api_server_and_cluster_dns(core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+def test_pod_reaches_api_server_and_cluster_dns(
+    core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     svc_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
     script = """
 import json, socket, ssl, urllib.request
@@ -55,21 +68,34 @@ version = json.load(urllib.request.urlopen(req, context=ctx, timeout=20))
 print(json.dumps({"dns": socket.gethostbyname("kubernetes.default.svc.cluster.local"),
                   "gitVersion": version["gitVersion"]}))
 """
-    out = json.loads(run_pod(core, namespace, "probe", test_image, script, node=_worker(core)).strip().splitlines()[-1])
+    out = json.loads(
+        run_pod(core, namespace, "probe", test_image, script, node=_worker(core)).strip().splitlines()[-1]
+    )
     assert out["dns"] == svc_ip
     assert out["gitVersion"].startswith("v1.")
 
 
-def test_default_storage_class_binds_and_is_writable(core: client.CoreV1Api, namespace: str,
-                                                     test_image: str) -> None:
-    core.create_namespaced_persistent_volume_claim(namespace, {
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
-    })
+def test_default_storage_class_binds_and_is_writable(
+    core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
+    core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+        },
+    )
     script = "open('/data/hello', 'w').write('hello'); print(open('/data/hello').read())"
-    out = run_pod(core, namespace, "writer", test_image, script,
-                  volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-                  mounts=[{"name": "data", "mountPath": "/data"}], timeout=180)
+    out = run_pod(
+        core,
+        namespace,
+        "writer",
+        test_image,
+        script,
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        mounts=[{"name": "data", "mountPath": "/data"}],
+        timeout=180,
+    )
     assert out.strip() == "hello"
     pvc = core.read_namespaced_persistent_volume_claim("data", namespace)
     assert pvc.status.phase == "Bound"

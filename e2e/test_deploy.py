@@ -31,9 +31,16 @@ BASELINE_SA = f"system:serviceaccount:{OUR_NS}:default"  # no bindings of its ow
 # manifests/README.md, "RBAC of the lease method": (resource, resourceName, verb).
 CLUSTER_WIDE = {
     *(("pods", "", v) for v in ("get", "list", "watch")),
-    *((r, "", v) for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
-      for v in ("list", "watch")),
-    *((r, "", v) for r in ("csinodes.storage.k8s.io", "storageclasses.storage.k8s.io") for v in ("list", "watch")),
+    *(
+        (r, "", v)
+        for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
+        for v in ("list", "watch")
+    ),
+    *(
+        (r, "", v)
+        for r in ("csinodes.storage.k8s.io", "storageclasses.storage.k8s.io")
+        for v in ("list", "watch")
+    ),
     ("pods/binding", "", "create"),
     ("pods/status", "", "patch"),
     ("persistentvolumeclaims", "", "patch"),
@@ -50,11 +57,21 @@ IN_LEASE_NAMESPACE = {
 }
 
 
-def kubectl(kind_cluster, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(kind_cluster.kubectl_path), "--kubeconfig", str(kind_cluster.kubeconfig_path), *args],
-                          input=stdin, capture_output=True, text=True, timeout=120, check=False)
+def kubectl(
+    kind_cluster, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(kind_cluster.kubectl_path), "--kubeconfig", str(kind_cluster.kubeconfig_path), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}\n{proc.stdout}")
+        raise AssertionError(
+            f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}\n{proc.stdout}"
+        )
     return proc
 
 
@@ -81,14 +98,17 @@ def our_namespace(kind_cluster, core: client.CoreV1Api) -> Iterator[str]:
     poll(f"namespace {OUR_NS} not terminating", lambda: phase() != "Terminating", 120)
     made = phase() is None
     if made:
-        core.create_namespace({"metadata": {"name": OUR_NS, "labels": {"e2e.dynamic-scheduler.io/test": "true"}}})
+        core.create_namespace(
+            {"metadata": {"name": OUR_NS, "labels": {"e2e.dynamic-scheduler.io/test": "true"}}}
+        )
     yield OUR_NS
     if made:
         core.delete_namespace(OUR_NS)
 
 
-def test_every_rendered_manifest_passes_a_server_dry_run(kind_cluster, core: client.CoreV1Api, our_namespace: str,
-                                                         tmp_path: Path) -> None:
+def test_every_rendered_manifest_passes_a_server_dry_run(
+    kind_cluster, core: client.CoreV1Api, our_namespace: str, tmp_path: Path
+) -> None:
     nodes = sorted(n.metadata.name for n in core.list_node().items)
     streams = {
         "lease": render("lease"),
@@ -104,8 +124,17 @@ def test_every_rendered_manifest_passes_a_server_dry_run(kind_cluster, core: cli
     for what, stream in streams.items():
         # The static pod is a file for the kubelet; as an API object it belongs to kube-system.
         ns = ["-n", "kube-system"] if what.endswith("the pod") else []
-        res = kubectl(kind_cluster, "apply", "--dry-run=server", "--server-side", "--field-manager=e2e",
-                      *ns, "-f", "-", stdin=stream)
+        res = kubectl(
+            kind_cluster,
+            "apply",
+            "--dry-run=server",
+            "--server-side",
+            "--field-manager=e2e",
+            *ns,
+            "-f",
+            "-",
+            stdin=stream,
+        )
         applied = [ln for ln in res.stdout.splitlines() if ln.strip()]
         assert applied and all("(server dry run)" in ln for ln in applied), f"{what}:\n{res.stdout}"
 
@@ -117,7 +146,7 @@ def can_i(kind_cluster, user: str, namespace: str) -> set[tuple[str, str, str]]:
     for line in out.splitlines()[1:]:
         if "[" not in line:
             continue
-        resource = line[:line.index("[")].strip()
+        resource = line[: line.index("[")].strip()
         urls, names, verbs = (g.split() for g in re.findall(r"\[([^\]]*)\]", line)[-3:])
         for what in [resource] if resource else urls:
             for name in names or [""]:
@@ -130,7 +159,9 @@ def lease_rbac(kind_cluster, our_namespace: str) -> Iterator[None]:
     """The lease method's ServiceAccount and RBAC, as deploy applies them (without the Deployment:
     no takeover needed to ask what the account may do)."""
     kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-    docs = [d for d in render("lease").split("\n---\n") if re.search(rf"^kind: ({'|'.join(kinds)})$", d, re.M)]
+    docs = [
+        d for d in render("lease").split("\n---\n") if re.search(rf"^kind: ({'|'.join(kinds)})$", d, re.M)
+    ]
     stream = "\n---\n".join(docs)
     assert len(docs) == 5, stream
     kubectl(kind_cluster, "apply", "--server-side", "--field-manager=e2e", "-f", "-", stdin=stream)
@@ -139,22 +170,35 @@ def lease_rbac(kind_cluster, our_namespace: str) -> Iterator[None]:
 
 
 def test_the_service_account_may_do_only_what_the_scheduler_needs(kind_cluster, lease_rbac) -> None:
-    for namespace, want in ((OUR_NS, CLUSTER_WIDE), ("default", CLUSTER_WIDE),
-                            ("kube-system", CLUSTER_WIDE | IN_LEASE_NAMESPACE)):
+    for namespace, want in (
+        (OUR_NS, CLUSTER_WIDE),
+        ("default", CLUSTER_WIDE),
+        ("kube-system", CLUSTER_WIDE | IN_LEASE_NAMESPACE),
+    ):
         granted = can_i(kind_cluster, SA, namespace) - can_i(kind_cluster, BASELINE_SA, namespace)
-        assert granted == want, (f"in {namespace}: beyond the list: {sorted(granted - want)}; "
-                                 f"missing: {sorted(want - granted)}")
+        assert granted == want, (
+            f"in {namespace}: beyond the list: {sorted(granted - want)}; missing: {sorted(want - granted)}"
+        )
 
 
-@pytest.mark.parametrize("settings,reason", [
-    (["--set", "static.manifestDir=/nonexistent"],
-     r"/nonexistent is not a folder: expected the kubelet's staticPodPath; nothing was changed"),
-    (["--set", "static.mode=replace", "--set", "static.manifestDir=/etc/kubernetes/pki"],
-     r"/etc/kubernetes/pki/kube-scheduler\.yaml not found: replace mode moves kubeadm's kube-scheduler manifest "
-     r"aside, and it is not where expected; nothing was changed"),
-], ids=["no-static-pod-path", "no-kube-scheduler-manifest"])
+@pytest.mark.parametrize(
+    "settings,reason",
+    [
+        (
+            ["--set", "static.manifestDir=/nonexistent"],
+            r"/nonexistent is not a folder: expected the kubelet's staticPodPath; nothing was changed",
+        ),
+        (
+            ["--set", "static.mode=replace", "--set", "static.manifestDir=/etc/kubernetes/pki"],
+            r"/etc/kubernetes/pki/kube-scheduler\.yaml not found: replace mode moves kubeadm's kube-scheduler manifest "
+            r"aside, and it is not where expected; nothing was changed",
+        ),
+    ],
+    ids=["no-static-pod-path", "no-kube-scheduler-manifest"],
+)
 def test_static_deploy_stops_when_the_manifests_are_not_where_expected(
-        kind_cluster, api: client.ApiClient, core: client.CoreV1Api, settings: list[str], reason: str) -> None:
+    kind_cluster, api: client.ApiClient, core: client.CoreV1Api, settings: list[str], reason: str
+) -> None:
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
     node = control_plane(core).metadata.name
     dirs = ("/etc/kubernetes", "/etc/kubernetes/manifests", "/nonexistent")

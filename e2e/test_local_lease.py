@@ -53,24 +53,43 @@ def lease_back_to_kube_scheduler(api: client.ApiClient) -> Iterator[client.Coord
     # re-created by whichever candidate tries first: only kube-scheduler is left).
     if ours(holder(coord)) or holder(coord).startswith("intruder"):
         coord.delete_namespaced_lease(LEASE, LEASE_NS)
-    poll("kube-scheduler holding its Lease again",
-         lambda: holder(coord) and not ours(holder(coord)) and not holder(coord).startswith("intruder"), 120)
+    poll(
+        "kube-scheduler holding its Lease again",
+        lambda: holder(coord) and not ours(holder(coord)) and not holder(coord).startswith("intruder"),
+        120,
+    )
 
 
 def scheduled_event(api: client.ApiClient, ns: str, pod: str) -> dict[str, Any] | None:
-    ev = client.EventsV1Api(api).list_namespaced_event(ns, field_selector=f"regarding.name={pod},reason=Scheduled")
+    ev = client.EventsV1Api(api).list_namespaced_event(
+        ns, field_selector=f"regarding.name={pod},reason=Scheduled"
+    )
     return api.sanitize_for_serialization(ev.items[0]) if ev.items else None
 
 
 def unscheduled_pod(core: client.CoreV1Api, ns: str, name: str, image: str) -> None:
-    core.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                        "command": ["python3", "-c", "import time; time.sleep(3600)"]}]}})
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                    }
+                ],
+            },
+        },
+    )
 
 
-def test_takeover_bind_release(kind_cluster, api, core, namespace, test_image,
-                               lease_back_to_kube_scheduler) -> None:
+def test_takeover_bind_release(
+    kind_cluster, api, core, namespace, test_image, lease_back_to_kube_scheduler
+) -> None:
     coord = lease_back_to_kube_scheduler
     before = holder(coord)
     assert before and not ours(before), "kube-scheduler leads before the test"
@@ -83,23 +102,33 @@ def test_takeover_bind_release(kind_cluster, api, core, namespace, test_image,
         took = poll("our process holding the Lease", lambda: ours(holder(coord)) and time.monotonic(), 30)
         record("local-lease", "takeover_lease_held_after_start_s", took - start)
         # kube-scheduler lost its lease: it exits (code 1) and the kubelet restarts it as a standby.
-        poll("kube-scheduler restarted after losing its lease",
-             lambda: kube_scheduler_pod(core).status.container_statuses[0].restart_count > restarts, 60)
+        poll(
+            "kube-scheduler restarted after losing its lease",
+            lambda: kube_scheduler_pod(core).status.container_statuses[0].restart_count > restarts,
+            60,
+        )
         created = time.monotonic()
         unscheduled_pod(core, namespace, "p", test_image)
         pod = wait_pod(core, namespace, "p", lambda p: bool(p["spec"].get("nodeName")), "bound", 60)
         record("local-lease", "takeover_pod_bound_after_creation_s", time.monotonic() - created)
         ev = poll("the Scheduled event", lambda: scheduled_event(api, namespace, "p"), 30)
         assert ev["reportingInstance"] == f"default-scheduler-{socket.gethostname()}", ev
-        record("local-lease", "takeover_first_bind_after_lease_s", time.monotonic() - took,
-               node=pod["spec"]["nodeName"])
+        record(
+            "local-lease",
+            "takeover_first_bind_after_lease_s",
+            time.monotonic() - took,
+            node=pod["spec"]["nodeName"],
+        )
 
         assert s.terminate() == 0
         released = time.monotonic()
         lease = coord.read_namespaced_lease(LEASE, LEASE_NS)
         assert not ours(lease.spec.holder_identity or ""), "SIGTERM released the lease"
-    back = poll("kube-scheduler taking the released Lease",
-                lambda: holder(coord) and not ours(holder(coord)) and time.monotonic(), 30)
+    back = poll(
+        "kube-scheduler taking the released Lease",
+        lambda: holder(coord) and not ours(holder(coord)) and time.monotonic(),
+        30,
+    )
     record("local-lease", "release_kube_scheduler_leads_after_exit_s", back - released)
     unscheduled_pod(core, namespace, "q", test_image)
     wait_pod(core, namespace, "q", lambda p: bool(p["spec"].get("nodeName")), "bound by kube-scheduler", 60)

@@ -31,16 +31,29 @@ def sched(kind_cluster) -> Iterator[LocalScheduler]:
 
 
 def pod_body(name: str, image: str, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"schedulerName": NAME, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                                     "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                                     **spec.pop("container", {})}],
-                     **spec}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": NAME,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                    **spec.pop("container", {}),
+                }
+            ],
+            **spec,
+        },
+    }
 
 
 def events_for(api: client.ApiClient, ns: str, pod: str, reason: str) -> list[dict[str, Any]]:
-    ev = client.EventsV1Api(api).list_namespaced_event(ns, field_selector=f"regarding.name={pod},reason={reason}")
+    ev = client.EventsV1Api(api).list_namespaced_event(
+        ns, field_selector=f"regarding.name={pod},reason={reason}"
+    )
     return [api.sanitize_for_serialization(e) for e in ev.items]
 
 
@@ -54,17 +67,29 @@ def test_binds_and_reports_like_kube_scheduler(sched, api, core, namespace, test
     assert ev["reportingController"] == NAME
     assert ev["reportingInstance"] == f"{NAME}-{socket.gethostname()}"
     assert ev["type"] == "Normal" and ev["action"] == "Binding"
-    cond = poll("PodScheduled=True", lambda: [c for c in core.read_namespaced_pod("p", namespace).status.conditions or ()
-                                               if c.type == "PodScheduled" and c.status == "True"], 30)
+    cond = poll(
+        "PodScheduled=True",
+        lambda: [
+            c
+            for c in core.read_namespaced_pod("p", namespace).status.conditions or ()
+            if c.type == "PodScheduled" and c.status == "True"
+        ],
+        30,
+    )
     assert cond
 
 
 def test_unschedulable_pod_gets_event_and_condition(sched, api, core, namespace, test_image) -> None:
-    core.create_namespaced_pod(namespace, pod_body("big", test_image,
-                                                   container={"resources": {"requests": {"cpu": "1000"}}}))
-    want = ("0/3 nodes are available: 1 node(s) had untolerated taint "
-            "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.")
-    ev = poll("a FailedScheduling event", lambda: events_for(api, namespace, "big", "FailedScheduling"), 30)[0]
+    core.create_namespaced_pod(
+        namespace, pod_body("big", test_image, container={"resources": {"requests": {"cpu": "1000"}}})
+    )
+    want = (
+        "0/3 nodes are available: 1 node(s) had untolerated taint "
+        "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+    )
+    ev = poll("a FailedScheduling event", lambda: events_for(api, namespace, "big", "FailedScheduling"), 30)[
+        0
+    ]
     assert ev["note"] == want
     assert ev["reportingController"] == NAME and ev["type"] == "Warning"
 
@@ -81,13 +106,23 @@ def test_unschedulable_pod_gets_event_and_condition(sched, api, core, namespace,
 
 def test_daemonset_gets_one_pod_per_node(sched, api, core, namespace, test_image) -> None:
     apps = client.AppsV1Api(api)
-    tmpl = pod_body("x", test_image, tolerations=[{"key": "node-role.kubernetes.io/control-plane",
-                                                   "operator": "Exists", "effect": "NoSchedule"}])
-    apps.create_namespaced_daemon_set(namespace, {
-        "metadata": {"name": "ds"},
-        "spec": {"selector": {"matchLabels": {"app": "ds"}},
-                 "template": {"metadata": {"labels": {"app": "ds"}}, "spec": tmpl["spec"]}},
-    })
+    tmpl = pod_body(
+        "x",
+        test_image,
+        tolerations=[
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+        ],
+    )
+    apps.create_namespaced_daemon_set(
+        namespace,
+        {
+            "metadata": {"name": "ds"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "ds"}},
+                "template": {"metadata": {"labels": {"app": "ds"}}, "spec": tmpl["spec"]},
+            },
+        },
+    )
     nodes = sorted(n.metadata.name for n in core.list_node().items)
 
     def placed():
@@ -96,24 +131,40 @@ def test_daemonset_gets_one_pod_per_node(sched, api, core, namespace, test_image
 
     pods = poll("one DaemonSet pod bound on every node", placed, 90)
     for p in pods:
-        ev = poll(f"Scheduled event of {p.metadata.name}",
-                  lambda p=p: events_for(api, namespace, p.metadata.name, "Scheduled"), 30)[0]
+        ev = poll(
+            f"Scheduled event of {p.metadata.name}",
+            lambda p=p: events_for(api, namespace, p.metadata.name, "Scheduled"),
+            30,
+        )[0]
         assert ev["reportingController"] == NAME
 
 
 def test_wait_for_first_consumer_claim(sched, api, core, namespace, test_image) -> None:
-    sc = next(s for s in client.StorageV1Api(api).list_storage_class().items
-              if (s.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true")
+    sc = next(
+        s
+        for s in client.StorageV1Api(api).list_storage_class().items
+        if (s.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    )
     assert sc.volume_binding_mode == "WaitForFirstConsumer"
-    core.create_namespaced_persistent_volume_claim(namespace, {
-        "metadata": {"name": "data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
-    })
-    core.create_namespaced_pod(namespace, pod_body(
-        "consumer", test_image,
-        container={"volumeMounts": [{"name": "data", "mountPath": "/data"}]},
-        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]))
-    pod = wait_pod(core, namespace, "consumer", lambda p: phase_is("Running")(p) and is_ready(p), "Running", 180)
+    core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}},
+        },
+    )
+    core.create_namespaced_pod(
+        namespace,
+        pod_body(
+            "consumer",
+            test_image,
+            container={"volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        ),
+    )
+    pod = wait_pod(
+        core, namespace, "consumer", lambda p: phase_is("Running")(p) and is_ready(p), "Running", 180
+    )
     pvc = core.read_namespaced_persistent_volume_claim("data", namespace)
     assert pvc.status.phase == "Bound"
     assert pvc.metadata.annotations["volume.kubernetes.io/selected-node"] == pod["spec"]["nodeName"]

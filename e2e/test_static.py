@@ -65,8 +65,11 @@ def mirror(core: client.CoreV1Api, name: str) -> client.V1Pod | None:
 
 
 def ready_since(pod: client.V1Pod) -> float:
-    return next(c.last_transition_time.timestamp() for c in pod.status.conditions
-                if c.type == "Ready" and c.status == "True")
+    return next(
+        c.last_transition_time.timestamp()
+        for c in pod.status.conditions
+        if c.type == "Ready" and c.status == "True"
+    )
 
 
 @pytest.fixture
@@ -75,7 +78,9 @@ def node(kind_cluster, core: client.CoreV1Api) -> Iterator[str]:
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
     name = control_plane(core).metadata.name
     before = node_listing(name, *WATCHED)
-    assert node_file_exists(name, f"{MANIFESTS}/kube-scheduler.yaml"), "kube-scheduler's manifest must be in place"
+    assert node_file_exists(name, f"{MANIFESTS}/kube-scheduler.yaml"), (
+        "kube-scheduler's manifest must be in place"
+    )
     assert mirror(core, f"{NAME}-{name}") is None
     yield name
     restore("static")
@@ -87,8 +92,9 @@ def check_mirror_pod(core: client.CoreV1Api, node: str) -> client.V1Pod:
     assert pod is not None
     assert "kubernetes.io/config.mirror" in (pod.metadata.annotations or {}), "not a mirror pod"
     assert pod.spec.node_name == node and pod.spec.host_network
-    assert pod.status.phase == "Running" and any(c.type == "Ready" and c.status == "True"
-                                                 for c in pod.status.conditions)
+    assert pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions
+    )
     cs = pod.status.container_statuses[0]
     assert cs.ready and cs.started and cs.restart_count == 0, cs
     # The probes (startup, liveness: /healthz; readiness: /readyz) are HTTPS on 127.0.0.1:12345,
@@ -103,14 +109,18 @@ def check_mirror_pod(core: client.CoreV1Api, node: str) -> client.V1Pod:
 
 
 def dropped_in_to_ready(stdout: str, node: str) -> float:
-    m = re.search(rf"{re.escape(node)}: kube-system/{NAME}-{re.escape(node)} is Running and Ready, "
-                  r"([\d.]+)s after its manifest was written", stdout)
+    m = re.search(
+        rf"{re.escape(node)}: kube-system/{NAME}-{re.escape(node)} is Running and Ready, "
+        r"([\d.]+)s after its manifest was written",
+        stdout,
+    )
     assert m, stdout
     return float(m.group(1))
 
 
 def test_beside_kube_scheduler_on_its_own_lease(
-        node: str, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    node: str, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     ks_before = read_lease(api)
     start = time.time()
     res = deploy("static", "--timeout", "240")
@@ -130,8 +140,10 @@ def test_beside_kube_scheduler_on_its_own_lease(
     sleeper(core, namespace, "names-my-scheduler", test_image, scheduler_name=NAME)
     assert bound_by(api, core, namespace, "names-my-scheduler", 60)[:2] == (NAME, f"{NAME}-{node}")
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == ("default-scheduler",
-                                                                         f"default-scheduler-{node}")
+    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == (
+        "default-scheduler",
+        f"default-scheduler-{node}",
+    )
     assert "names-no-scheduler" not in pod_log(core, "kube-system", f"{NAME}-{node}")
 
     res = restore("static")
@@ -149,7 +161,8 @@ def test_beside_kube_scheduler_on_its_own_lease(
 
 
 def test_replace_kube_scheduler(
-        node: str, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str) -> None:
+    node: str, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> None:
     start = time.time()
     res = deploy("static", "--set", "static.mode=replace", "--timeout", "240")
     pod = check_mirror_pod(core, node)
@@ -165,8 +178,10 @@ def test_replace_kube_scheduler(
     assert holder_host(holder(lease)) == node and annotated_ours(lease), lease
 
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == ("default-scheduler",
-                                                                         f"default-scheduler-{node}")
+    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == (
+        "default-scheduler",
+        f"default-scheduler-{node}",
+    )
     log = pod_log(core, "kube-system", f"{NAME}-{node}")
     assert f'"Successfully bound pod to node" pod="{namespace}/names-no-scheduler"' in log
 
@@ -181,5 +196,7 @@ def test_replace_kube_scheduler(
     assert holder_host(holder(lease)) == node and not annotated_ours(lease), lease
 
     sleeper(core, namespace, "after-restore", test_image)
-    assert bound_by(api, core, namespace, "after-restore", 120)[:2] == ("default-scheduler",
-                                                                      f"default-scheduler-{node}")
+    assert bound_by(api, core, namespace, "after-restore", 120)[:2] == (
+        "default-scheduler",
+        f"default-scheduler-{node}",
+    )

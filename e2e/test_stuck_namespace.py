@@ -49,13 +49,20 @@ def add_finalizer(core: client.CoreV1Api, name: str) -> None:
 def wait_deleted(core: client.CoreV1Api, name: str, timeout: float) -> float:
     """Watch the namespace until it is deleted; the seconds it took."""
     start = time.monotonic()
-    body = json.loads(core.list_namespace(field_selector=f"metadata.name={name}", _preload_content=False).data)
+    body = json.loads(
+        core.list_namespace(field_selector=f"metadata.name={name}", _preload_content=False).data
+    )
     if not body["items"]:
         return 0.0
     w = watch.Watch()
-    for ev in w.stream(core.list_namespace, field_selector=f"metadata.name={name}",
-                       resource_version=body["metadata"]["resourceVersion"], timeout_seconds=int(timeout),
-                       _request_timeout=timeout + 5, deserialize=False):
+    for ev in w.stream(
+        core.list_namespace,
+        field_selector=f"metadata.name={name}",
+        resource_version=body["metadata"]["resourceVersion"],
+        timeout_seconds=int(timeout),
+        _request_timeout=timeout + 5,
+        deserialize=False,
+    ):
         if ev["type"] == "DELETED":
             w.stop()
             return time.monotonic() - start
@@ -102,22 +109,34 @@ def stuck(core: client.CoreV1Api, name: str) -> float:
 
 
 def test_a_namespace_held_by_a_finalizer_stays_terminating_until_finalize_namespace(
-        core: client.CoreV1Api, held_namespace: str) -> None:
+    core: client.CoreV1Api, held_namespace: str
+) -> None:
     took = stuck(core, held_namespace)
     res = cli("finalize-namespace", held_namespace)
     assert f"namespace {held_namespace}: removed spec.finalizers ['{HOLD}']" in res.stdout
     assert f"namespace {held_namespace} is gone" in res.stdout
     gone = wait_deleted(core, held_namespace, 30)
     assert read(core, held_namespace) is None
-    record("stuck_namespace", "finalize_seconds", res.seconds, stuck_after_s=round(took, 2),
-           deleted_after_command_s=round(gone, 2))
+    record(
+        "stuck_namespace",
+        "finalize_seconds",
+        res.seconds,
+        stuck_after_s=round(took, 2),
+        deleted_after_command_s=round(gone, 2),
+    )
 
 
 def test_make_finalize_namespace_releases_it_too(core: client.CoreV1Api, held_namespace: str) -> None:
     stuck(core, held_namespace)
     env = {**os.environ, "NAMESPACE": held_namespace}
-    proc = subprocess.run(["make", "--no-print-directory", "finalize-namespace", f"NAMESPACE={held_namespace}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "finalize-namespace", f"NAMESPACE={held_namespace}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert f"namespace {held_namespace} is gone" in proc.stdout
     wait_deleted(core, held_namespace, 30)
