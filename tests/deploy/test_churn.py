@@ -145,6 +145,9 @@ def test_ctrl_c_stops_cleanly(apiserver: ControlPlane, namespace: str) -> None:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # A shell without job control starts background commands with SIGINT ignored, and
+            # Python keeps an ignored SIGINT: give the command Ctrl-C as a terminal would.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         ) as proc,
         selectors.DefaultSelector() as sel,
     ):
