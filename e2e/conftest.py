@@ -67,6 +67,12 @@ def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterato
     core.delete_namespace(name, propagation_policy="Background")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Suites marked ``disruptive`` run last, in their order: the kubelets take minutes to tear
+    down what churn leaves, and other suites' pods would wait behind it."""
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
