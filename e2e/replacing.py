@@ -245,6 +245,34 @@ def kube_scheduler_pods(core: client.CoreV1Api) -> list[client.V1Pod]:
     return core.list_namespaced_pod(LEASE_NS, label_selector=KUBE_SCHEDULER_SELECTOR).items
 
 
+def ks_container(core: client.CoreV1Api) -> client.V1ContainerStatus | None:
+    pods = kube_scheduler_pods(core)
+    statuses = pods[0].status.container_statuses if pods and pods[0].status else None
+    return statuses[0] if statuses else None
+
+
+def fresh_kube_scheduler(api: client.ApiClient, core: client.CoreV1Api, node: str) -> int:
+    """kube-scheduler leading, with its restart back-off reset; its restart count.
+
+    kube-scheduler exits whenever it loses its Lease (each takeover), and the kubelet waits
+    longer before each restart (up to 5 minutes); a kubelet restart resets that back-off."""
+    docker_exec(node, "systemctl", "restart", "kubelet")
+
+    def leading() -> int | None:
+        cs = ks_container(core)
+        lease = read_lease(api)
+        ok = (
+            cs is not None
+            and cs.ready
+            and cs.state.running
+            and holder_host(holder(lease)) == node
+            and not annotated_ours(lease)
+        )
+        return cs.restart_count + 1 if ok else None  # + 1: 0 restarts is a valid answer
+
+    return poll("kube-scheduler Ready and holding its Lease", leading, 420, interval=1) - 1
+
+
 def sleeper(
     core: client.CoreV1Api, ns: str, name: str, image: str, scheduler_name: str | None = None
 ) -> None:

@@ -22,6 +22,7 @@ from kubernetes import client
 from e2e.kube import poll, wait_pod
 from e2e.localscheduler import config, local_scheduler
 from e2e.measure import record
+from e2e.replacing import control_plane, fresh_kube_scheduler
 
 pytestmark = pytest.mark.cluster
 
@@ -46,8 +47,13 @@ def ours(identity: str) -> bool:
 
 
 @pytest.fixture
-def lease_back_to_kube_scheduler(api: client.ApiClient) -> Iterator[client.CoordinationV1Api]:
+def lease_back_to_kube_scheduler(
+    api: client.ApiClient, core: client.CoreV1Api
+) -> Iterator[client.CoordinationV1Api]:
     coord = client.CoordinationV1Api(api)
+    # Earlier suites' takeovers leave kube-scheduler in a long restart back-off; reset it, so
+    # that it restarts within seconds after losing the Lease here and can take it back.
+    fresh_kube_scheduler(api, core, control_plane(core).metadata.name)
     yield coord
     # However the test ended, kube-scheduler must lead again (a deleted Lease is
     # re-created by whichever candidate tries first: only kube-scheduler is left).

@@ -1,7 +1,7 @@
 """Suite 2: the field note's method (delete kube-scheduler's pod and the Lease, and race)
 against the deterministic takeover, measured over several tries on kind.
 
-Variants, each ``E2E_SEED_TRIES`` times (default 3):
+Variants, each ``E2E_SEED_TRIES`` times (default 2):
 
 - ``takeover``: ``deploy lease`` (``--leader-elect-takeover``, the safe wait);
 - ``seed``: ``deploy lease --method=seed``: no takeover; the command deletes
@@ -48,10 +48,10 @@ from e2e.replacing import (
     annotated_ours,
     bound_by,
     control_plane,
-    docker_exec,
+    fresh_kube_scheduler,
     holder,
     holder_host,
-    kube_scheduler_pods,
+    ks_container,
     our_pods,
     read_lease,
     sleeper,
@@ -61,7 +61,7 @@ from e2e.replacing import (
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(2400)]
 
 SUITE = "seed"
-TRIES = int(os.environ.get("E2E_SEED_TRIES", "3"))
+TRIES = int(os.environ.get("E2E_SEED_TRIES", "2"))
 VARIANTS = {
     "takeover": [],
     "seed": ["--method=seed", "--timeout", "90"],
@@ -70,31 +70,6 @@ VARIANTS = {
 BIND_AFTER_HOLD = 20.0
 TABLE = ARTIFACTS / "e2e-metrics" / "seed-vs-takeover.json"
 RESULTS: dict[str, Any] = {}
-
-
-def ks_container(core: client.CoreV1Api) -> client.V1ContainerStatus | None:
-    pods = kube_scheduler_pods(core)
-    statuses = pods[0].status.container_statuses if pods and pods[0].status else None
-    return statuses[0] if statuses else None
-
-
-def fresh_kube_scheduler(api: client.ApiClient, core: client.CoreV1Api, node: str) -> int:
-    """kube-scheduler leading, with its restart back-off reset; its restart count."""
-    docker_exec(node, "systemctl", "restart", "kubelet")
-
-    def leading() -> int | None:
-        cs = ks_container(core)
-        lease = read_lease(api)
-        ok = (
-            cs is not None
-            and cs.ready
-            and cs.state.running
-            and holder_host(holder(lease)) == node
-            and not annotated_ours(lease)
-        )
-        return cs.restart_count + 1 if ok else None  # + 1: 0 restarts is a valid answer
-
-    return poll("kube-scheduler Ready and holding its Lease", leading, 420, interval=1) - 1
 
 
 def one_try(
