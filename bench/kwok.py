@@ -29,6 +29,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from bench.procstat import stop_process
 from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries
 
@@ -176,53 +177,41 @@ def wait_ready(
         time.sleep(2)
 
 
+def _delete_all(api: ApiClient, paths: list[str], what: str, workers: int) -> int:
+    """DELETE every path concurrently, with retries; already gone is fine. The number of paths."""
+
+    def delete(path: str) -> None:
+        try:
+            call_with_retries(
+                lambda: api_request(api, "DELETE", path, timeout=(5, 30)),
+                what=what,
+                attempts=8,
+                max_seconds=120,
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(delete, paths))
+    return len(paths)
+
+
 def release_leases(api: ApiClient, *, workers: int = 32) -> int:
     """Delete the node Leases of the bench nodes. kwok takes over a Lease another kwok
     process held only once it expires (2 minutes), and the node controller marks the
     node unreachable long before; without a Lease, the new process creates its own at once."""
-    names = [n["metadata"]["name"] for n in list_bench_nodes(api)]
-
-    def delete(name: str) -> None:
-        try:
-            call_with_retries(
-                lambda: api_request(
-                    api,
-                    "DELETE",
-                    f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
-                    timeout=(5, 30),
-                ),
-                what="delete lease",
-                attempts=8,
-                max_seconds=120,
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(delete, names))
-    return len(names)
+    paths = [
+        f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{n['metadata']['name']}"
+        for n in list_bench_nodes(api)
+    ]
+    return _delete_all(api, paths, "delete lease", workers)
 
 
 def delete_nodes(api: ApiClient, *, workers: int = 32) -> int:
     """Delete every bench node (the pods on them go with them); the number deleted."""
-    names = [n["metadata"]["name"] for n in list_bench_nodes(api)]
-
-    def delete(name: str) -> None:
-        try:
-            call_with_retries(
-                lambda: api_request(api, "DELETE", f"/api/v1/nodes/{name}", timeout=(5, 30)),
-                what="delete node",
-                attempts=8,
-                max_seconds=120,
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(delete, names))
-    return len(names)
+    paths = [f"/api/v1/nodes/{n['metadata']['name']}" for n in list_bench_nodes(api)]
+    return _delete_all(api, paths, "delete node", workers)
 
 
 def stages_config(stage_files: list[Path]) -> str:
@@ -276,14 +265,7 @@ class KwokController:
             return ""
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 def wait_daemonsets(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -36,3 +37,15 @@ def sample(pid: int) -> ProcSample | None:
         if key in ("VmRSS", "VmHWM"):
             mem[key] = int(value.split()[0]) * 1024  # kB
     return ProcSample((utime + stime) / _TICKS, mem.get("VmRSS", 0), mem.get("VmHWM", 0))
+
+
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """SIGTERM a child process we started, SIGKILL after 15 s; nothing if it already ended."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bench.procstat import stop_process
+
 
 def node_load(node: str) -> dict[str, float]:
     """The fixed synthetic usage of one node: the 5-minute averages, and the 1-hour and
@@ -157,11 +159,4 @@ class LocalPrometheus:
         )
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
