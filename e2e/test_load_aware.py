@@ -27,7 +27,6 @@ a worker reads as the share of the machine it gets. Figures go to
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -45,6 +44,7 @@ from e2e.deploying import deploy, restore
 from e2e.kube import is_ready, poll, wait_pod
 from e2e.measure import record
 from e2e.replacing import wait_leading, wait_ours_hold
+from scheduler.deploy.deploy import query
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -99,23 +99,10 @@ def scheduler_values(threshold: float) -> dict[str, Any]:
 
 def prom_query(api: client.ApiClient, promql: str) -> dict[str, float]:
     """An instant query through the API server's service proxy: value by ``node`` label."""
-    resp = api.call_api(
-        f"/api/v1/namespaces/{PROM_NS}/services/prometheus:9090/proxy/api/v1/query",
-        "GET",
-        query_params=[("query", promql)],
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=30,
-    )
-    try:
-        body = json.loads(resp.data)
-    finally:
-        resp.release_conn()
-    assert body.get("status") == "success", body
     return {
-        r["metric"]["node"]: float(r["value"][1]) for r in body["data"]["result"] if "node" in r["metric"]
+        r["metric"]["node"]: float(r["value"][1])
+        for r in query(api, PROM_NS, promql)
+        if "node" in r["metric"]
     }
 
 
