@@ -5,14 +5,28 @@
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 start=$SECONDS
-bash "$REPO_ROOT/hack/kind/up.sh"
-bash "$REPO_ROOT/hack/images/scheduler-image.sh"
-bash "$REPO_ROOT/hack/kind/load.sh"
+# The image builds while the cluster comes up (both mostly wait on docker); its
+# output is shown once the cluster is ready, so the two logs don't interleave.
+image_log=$(mktemp)
+bash "$REPO_ROOT/hack/images/scheduler-image.sh" >"$image_log" 2>&1 &
+image_pid=$!
+if ! bash "$REPO_ROOT/hack/kind/up.sh"; then
+  kill "$image_pid" 2>/dev/null || true
+  wait "$image_pid" 2>/dev/null || true
+  rm -f "$image_log"
+  die "the cluster did not come up (see above)"
+fi
 teardown() {
   if [[ ${KEEP_CLUSTER:-0} != 1 ]]; then bash "$REPO_ROOT/hack/kind/down.sh"; fi
   log "e2e wall time: $((SECONDS - start))s"
 }
 trap teardown EXIT
+image_ok=1
+wait "$image_pid" || image_ok=0
+cat "$image_log" >&2
+rm -f "$image_log"
+(( image_ok )) || die "building the scheduler image failed (see above)"
+bash "$REPO_ROOT/hack/kind/load.sh"
 export KIND KUBECTL KUBECONFIG KIND_CLUSTER
 DS_DEPLOY_VALUES=$(bash "$REPO_ROOT/hack/deploy-values.sh")
 export DS_DEPLOY_VALUES
@@ -21,4 +35,5 @@ eval "set -- ${E2E_ARGS:-}"
 # Every suite unless E2E_ARGS names test files (E2E_ARGS=e2e/test_static.py).
 paths=(e2e)
 for a in "$@"; do [[ $a == e2e/* ]] && paths=(); done
-"$REPO_ROOT/.venv/bin/python" -m pytest "${paths[@]}" -p no:cacheprovider "$@"
+# --durations: the slowest steps, so a slow suite shows in every log.
+"$REPO_ROOT/.venv/bin/python" -m pytest "${paths[@]}" -p no:cacheprovider --durations=15 "$@"

@@ -10,6 +10,8 @@ if [[ ${OFFLINE:-0} == 1 ]]; then
 fi
 for img in "${images[@]}"; do
   docker image inspect "$img" >/dev/null 2>&1 || die "image $img not found: run make image"
-  log "loading $img into $KIND_CLUSTER"
-  "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" >/dev/null || die "kind load docker-image $img failed"
 done
+# One call: one archive, loaded into the nodes side by side.
+log "loading ${images[*]} into $KIND_CLUSTER"
+"$KIND" load docker-image --name "$KIND_CLUSTER" "${images[@]}" >/dev/null \
+  || die "kind load docker-image ${images[*]} failed"
