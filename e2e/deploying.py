@@ -16,6 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubernetes import client, config
+
+from e2e.replacing import end_kube_scheduler_backoff
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -68,4 +72,7 @@ def deploy(method: str, *extra: str, timeout: float = 600) -> Result:
 
 
 def restore(*what: str, timeout: float = 600) -> Result:
+    """``dynamic-scheduler restore``, with kube-scheduler's restart back-off ended first
+    (``end_kube_scheduler_backoff``), so that its time is the restore's, not the kubelet's."""
+    end_kube_scheduler_backoff(client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"])))
     return cli("restore", *what, *values_args(), *kind_flags(), timeout=timeout)

@@ -342,6 +342,28 @@ def bound_by(
 # --- kind nodes --------------------------------------------------------------------------------
 
 
+def end_kube_scheduler_backoff(core: client.CoreV1Api) -> bool:
+    """If kube-scheduler waits out a CrashLoopBackOff, restart its node's kubelet (which resets
+    the back-off) and wait until it runs again; whether it had to.
+
+    Every takeover makes kube-scheduler exit, and by the later suites the kubelet waits
+    minutes before the next start; a restore would spend them waiting for the Lease to come
+    back (what an operator sees is in the README's Troubleshooting)."""
+    pods = kube_scheduler_pods(core)
+    cs = ks_container(core)
+    waiting = cs.state.waiting if cs is not None and cs.state else None
+    if waiting is None or waiting.reason != "CrashLoopBackOff":
+        return False
+    docker_exec(pods[0].spec.node_name, "systemctl", "restart", "kubelet")
+    poll(
+        "kube-scheduler running after the kubelet's restart",
+        lambda: (c := ks_container(core)) is not None and c.state.running is not None,
+        120,
+        interval=1,
+    )
+    return True
+
+
 def docker_exec(
     node: str, *cmd: str, check: bool = True, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:

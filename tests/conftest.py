@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from scheduler.logs import JSONFormatter, KlogFormatter
 from tests.apiserver import apiserver, current  # noqa: F401 - registers the session fixture
 
 
@@ -16,6 +18,18 @@ def _apiserver_for_marked_tests(request: pytest.FixtureRequest) -> None:
     even when it does not ask for the fixture by name."""
     if request.node.get_closest_marker("apiserver") is not None:
         request.getfixturevalue("apiserver")
+
+
+@pytest.fixture(autouse=True)
+def _no_cli_log_handler_left() -> Iterator[None]:
+    """A command's main() sets up the root logger on the stderr of its test (capsys); once
+    that test is over the stream is closed, and anything logged before the next main()
+    would fail to write. Each test starts without a handler of a previous main()."""
+    yield
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if isinstance(h.formatter, KlogFormatter | JSONFormatter):
+            root.removeHandler(h)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -37,14 +37,20 @@ from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.kube import Cluster, Need
 from scheduler.deploy.templates import REVISION, render
 from scheduler.deploy.values import LoadedValues, override
-from scheduler.deploy.waiting import holder_host, poll, read_lease, wait_holder, wait_rollout
+from scheduler.deploy.waiting import (
+    KUBE_SCHEDULER_SELECTOR,
+    holder_host,
+    poll,
+    read_lease,
+    wait_holder,
+    wait_rollout,
+)
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 300.0
 SCHEDULER_DEPLOYMENT = "dynamic-scheduler"
-KUBE_SCHEDULER_SELECTOR = "component=kube-scheduler"
 LEASES = "coordination.k8s.io"
 
 

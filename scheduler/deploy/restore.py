@@ -34,7 +34,16 @@ from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.kube import Cluster, Need
 from scheduler.deploy.templates import labels, render
 from scheduler.deploy.values import LoadedValues, override
-from scheduler.deploy.waiting import holder, holder_host, list_pods, read_lease, wait_holder, wait_pods_gone
+from scheduler.deploy.waiting import (
+    KUBE_SCHEDULER_SELECTOR,
+    holder,
+    holder_host,
+    list_pods,
+    pod_summary,
+    read_lease,
+    wait_holder,
+    wait_pods_gone,
+)
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
@@ -77,6 +86,15 @@ def _not_ours(names: set[str]) -> Any:
     return wanted
 
 
+def _kube_scheduler_pods(api: ApiClient, namespace: str) -> str:
+    """What kubeadm's kube-scheduler pods are doing: the reason a Lease does not come back is
+    most often there (a CrashLoopBackOff after many takeovers: the kubelet waits up to 5 minutes)."""
+    pods = list_pods(api, namespace, KUBE_SCHEDULER_SELECTOR)
+    if not pods:
+        return f"no pod labelled {KUBE_SCHEDULER_SELECTOR} in {namespace}"
+    return "; ".join(pod_summary(p) for p in pods)
+
+
 def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], timeout: float) -> None:
     try:
         h, took = wait_holder(
@@ -86,6 +104,7 @@ def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], 
             _not_ours(names),
             f"Lease {lease_ns}/{lease_name} back with kube-scheduler",
             timeout,
+            detail=lambda: _kube_scheduler_pods(api, lease_ns),
         )
     except DeployError as e:
         raise DeployError(

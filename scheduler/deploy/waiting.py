@@ -27,6 +27,8 @@ from scheduler.logs import kv
 logger = logging.getLogger(__name__)
 
 TRANSIENT = frozenset({429, 500, 502, 503, 504})
+KUBE_SCHEDULER_SELECTOR = "component=kube-scheduler"
+"""kubeadm's label on the kube-scheduler static pod."""
 
 
 def poll(what: str, check: Callable[[], tuple[bool, str]], timeout: float, interval: float = 1.0) -> float:
@@ -165,16 +167,21 @@ def wait_holder(
     what: str,
     timeout: float,
     interval: float = 1.0,
+    detail: Callable[[], str] | None = None,
 ) -> tuple[str, float]:
-    """Wait until the Lease satisfies ``wanted``; (its holder, seconds waited)."""
+    """Wait until the Lease satisfies ``wanted``; (its holder, seconds waited).
+
+    ``detail``, while not yet: more of the status (say, the would-be holder's pod)."""
     seen: list[str] = [""]
 
     def check() -> tuple[bool, str]:
         lease = read_lease(api, namespace, name)
         seen[0] = holder(lease)
-        if lease is None:
-            return wanted(lease), f"no Lease {namespace}/{name}"
-        return wanted(lease), f"held by {seen[0] or 'nobody'}"
+        done = wanted(lease)
+        status = f"no Lease {namespace}/{name}" if lease is None else f"held by {seen[0] or 'nobody'}"
+        if not done and detail is not None:
+            status += f"; {detail()}"
+        return done, status
 
     took = poll(what, check, timeout, interval)
     return seen[0], took

@@ -310,6 +310,59 @@ def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
         cleanup(apiserver, "lease", *sets)
 
 
+def test_restore_says_what_kube_scheduler_is_doing_while_the_lease_stays_away(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No kube-scheduler takes the Lease back: the wait's status (and so the error at its
+    deadline) shows kubeadm's kube-scheduler pod, here waiting out a CrashLoopBackOff."""
+    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
+    Cluster(admin).apply(
+        rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
+    )
+    ours = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    CoordinationV1Api(admin).create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
+            "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
+        },
+    )
+    make_pod(admin, namespace, "kube-scheduler-cp", labels={"component": "kube-scheduler"})
+    backoff = "back-off 5m0s restarting failed container=kube-scheduler pod=kube-scheduler-cp"
+    CoreV1Api(admin).patch_namespaced_pod_status(
+        "kube-scheduler-cp",
+        namespace,
+        {
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 7,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": backoff}},
+                    }
+                ],
+            }
+        },
+    )
+    try:
+        code, _, err = run_main(
+            restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "2", *sets], capsys
+        )
+        assert code == 1
+        msg = error_of(err)
+        assert f"Lease {namespace}/kube-scheduler back with kube-scheduler: not done after 2s" in msg
+        assert (
+            f"held by {ours}; kube-scheduler-cp: Running, c: CrashLoopBackOff ({backoff}), 7 restarts" in msg
+        )
+    finally:
+        cleanup(apiserver, "lease", *sets)
+
+
 def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
     apiserver: ControlPlane,
     admin: ApiClient,

@@ -41,7 +41,7 @@ def run_main(main: Any, argv: list[str], capsys: pytest.CaptureFixture[str]) -> 
 
 def error_of(err: str) -> str:
     """The error a command printed on stderr (after any progress lines), from "error: " on."""
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
     i = err.find("error: ")
     assert i == 0 or (i > 0 and err[i - 1] == "\n"), err
     return err[i:]
