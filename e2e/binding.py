@@ -1,6 +1,6 @@
 """What the scheduling suites look at: nodes and their free resources, pods and who bound them.
 
-Used by test_load_aware, test_churn, test_workloads and test_no_scheduler.
+Used by every suite; the replacement suites add e2e/replacing.py.
 
 - **Who bound a pod.** The ``Scheduled`` event's ``reportingInstance`` is
   ``<schedulerName>-<hostname>``: for our lease-method replicas the hostname is
@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -290,10 +290,55 @@ def wait_event(
         # the watch ended (timeout or a dropped connection): list again, watch again
 
 
-def bound_by(core: client.CoreV1Api, namespace: str, pod: str, timeout: float = 30) -> str:
-    """The ``reportingInstance`` of the pod's ``Scheduled`` event (waits for it: events are asynchronous)."""
-    ev = wait_event(core, namespace, pod, "Scheduled", timeout)
-    return ev.get("reportingInstance") or ""
+def control_plane(core: client.CoreV1Api) -> client.V1Node:
+    return core.list_node(label_selector=CONTROL_PLANE_LABEL).items[0]
+
+
+def scheduled_event(core: client.CoreV1Api, namespace: str, pod: str, timeout: float = 30) -> dict[str, Any]:
+    """The pod's ``Scheduled`` event (events.k8s.io/v1) as the server's JSON; waits for it
+    (events are written asynchronously, after the bind)."""
+    ev = client.EventsV1Api(core.api_client)
+
+    def find() -> dict[str, Any] | None:
+        body = json.loads(
+            ev.list_namespaced_event(
+                namespace, field_selector=f"regarding.name={pod},reason=Scheduled", _preload_content=False
+            ).data
+        )
+        items = body.get("items") or []
+        return items[0] if items else None
+
+    return poll(f"the Scheduled event of {namespace}/{pod}", find, timeout, interval=0.25)
+
+
+class Scheduled(NamedTuple):
+    """Who bound a pod, from its ``Scheduled`` event."""
+
+    controller: str
+    """``reportingController``: the profile's scheduler name."""
+    instance: str
+    """``reportingInstance``: ``<schedulerName>-<hostname>``."""
+    at: float
+    """When (wall clock; whole seconds for a core/v1 event)."""
+
+
+def bound_by(
+    core: client.CoreV1Api, namespace: str, pod: str, timeout: float, event_timeout: float = 30
+) -> Scheduled:
+    """Wait until ``pod`` is bound (``timeout``), then for its ``Scheduled`` event (``event_timeout``)."""
+    wait_bound(core, namespace, pod, timeout)
+    e = scheduled_event(core, namespace, pod, event_timeout)
+    controller, instance = e.get("reportingController") or "", e.get("reportingInstance") or ""
+    if controller and not instance:
+        # kube-scheduler records through the core/v1 recorder when events.k8s.io/v1 was not yet
+        # discoverable at its start (often the first kube-scheduler of a new cluster); that
+        # recorder's instance is the event source's host, which kube-scheduler leaves empty.
+        # Ours always writes the instance, so an empty one is kube-scheduler's, on the control plane.
+        instance = f"{controller}-{control_plane(core).metadata.name}"
+    # A core/v1 event has no eventTime: its deprecatedFirstTimestamp (whole seconds) instead.
+    at = wall(e.get("eventTime")) or wall(e.get("deprecatedFirstTimestamp"))
+    assert at, f"the Scheduled event of {namespace}/{pod} has no time: {e}"
+    return Scheduled(controller, instance, at)
 
 
 def wait_bound(core: client.CoreV1Api, namespace: str, name: str, timeout: float) -> dict[str, Any]:
@@ -316,7 +361,7 @@ def wait_ours_scheduling(core: client.CoreV1Api, namespace: str, image: str, tim
         try:
             wait_bound(core, namespace, name, max(1.0, deadline - time.monotonic()))
             try:
-                instance = bound_by(core, namespace, name, 15)
+                instance = bound_by(core, namespace, name, 1, event_timeout=15).instance
             except AssertionError:
                 # Bound, but no Scheduled event: kube-scheduler bound it and exited on losing
                 # the Lease before its event was written (ours always writes one). Probe again.

@@ -1,4 +1,4 @@
-"""What the replacement suites look at: the Lease, our pods, Scheduled events, the nodes.
+"""What the replacement suites look at: the Lease, our pods, kube-scheduler, the kind nodes.
 
 The suites test_lease.py, test_seed_method.py, test_static.py and
 test_deploy.py replace kube-scheduler with the project's own commands
@@ -16,10 +16,11 @@ How the schedulers are told apart:
   a pod, so its hostname is the pod's name; kube-scheduler and our static pod
   run on the host network, so theirs is the node's name. Ours also writes the
   annotation ``dynamic-scheduler.io/holder`` equal to the holder.
-- **Scheduled event** (events.k8s.io/v1): ``reportingController`` is the
-  profile's scheduler name, ``reportingInstance`` is ``<schedulerName>-<hostname>``
-  for both (client-go's recorder and ours), so again the pod name for ours,
-  the node name for kube-scheduler.
+- **Scheduled event** (events.k8s.io/v1, read by ``e2e.binding.bound_by``):
+  ``reportingController`` is the profile's scheduler name,
+  ``reportingInstance`` is ``<schedulerName>-<hostname>`` for both (client-go's
+  recorder and ours), so again the pod name for ours, the node name for
+  kube-scheduler.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 from kubernetes import client, watch
 
 from e2e.binding import pod_body, wall
-from e2e.kube import poll, wait_pod
+from e2e.kube import poll
 
 LEASE_NS, LEASE = "kube-system", "kube-scheduler"
 HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
@@ -47,7 +48,6 @@ OUR_NS = "crane-system"
 OUR_DEPLOYMENT = "dynamic-scheduler"
 OUR_SELECTOR = "app.kubernetes.io/name=dynamic-scheduler,app.kubernetes.io/component=scheduler"
 KUBE_SCHEDULER_SELECTOR = "component=kube-scheduler"
-CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 DOCKER = os.environ.get("DOCKER", "docker")
 
 
@@ -233,10 +233,6 @@ def our_pods(core: client.CoreV1Api) -> list[client.V1Pod]:
     return sorted((p for p in pods if not p.metadata.deletion_timestamp), key=lambda p: p.metadata.name)
 
 
-def control_plane(core: client.CoreV1Api) -> client.V1Node:
-    return core.list_node(label_selector=CONTROL_PLANE_LABEL).items[0]
-
-
 def node_ip(node: client.V1Node) -> str:
     return next(a.address for a in node.status.addresses if a.type == "InternalIP")
 
@@ -295,48 +291,6 @@ def started_leading_at(core: client.CoreV1Api, pod: str) -> float | None:
     log = core.read_namespaced_pod_log(pod, OUR_NS, timestamps=True, _preload_content=False).data.decode()
     lines = [ln for ln in log.splitlines() if '"Started leading"' in ln]
     return log_time(lines[-1]) if lines else None
-
-
-def wait_bound(core: client.CoreV1Api, ns: str, name: str, timeout: float) -> dict[str, Any]:
-    return wait_pod(
-        core, ns, name, lambda p: bool((p.get("spec") or {}).get("nodeName")), "bound to a node", timeout
-    )
-
-
-def scheduled_event(api: client.ApiClient, ns: str, pod: str, timeout: float = 30) -> dict[str, Any]:
-    """The pod's ``Scheduled`` event (events.k8s.io/v1) as the server's JSON (events are written
-    asynchronously, after the bind)."""
-    ev = client.EventsV1Api(api)
-
-    def find() -> dict[str, Any] | None:
-        body = json.loads(
-            ev.list_namespaced_event(
-                ns, field_selector=f"regarding.name={pod},reason=Scheduled", _preload_content=False
-            ).data
-        )
-        items = body.get("items") or []
-        return items[0] if items else None
-
-    return poll(f"the Scheduled event of {ns}/{pod}", find, timeout, interval=0.25)
-
-
-def bound_by(
-    api: client.ApiClient, core: client.CoreV1Api, ns: str, pod: str, timeout: float
-) -> tuple[str, str, float]:
-    """Wait until ``pod`` is bound; (reportingController, reportingInstance, eventTime) of its Scheduled event."""
-    wait_bound(core, ns, pod, timeout)
-    e = scheduled_event(api, ns, pod)
-    controller, instance = e.get("reportingController") or "", e.get("reportingInstance") or ""
-    if controller and not instance:
-        # kube-scheduler records through the core/v1 recorder when events.k8s.io/v1 was not yet
-        # discoverable at its start (often the first kube-scheduler of a new cluster); that
-        # recorder's instance is the event source's host, which kube-scheduler leaves empty.
-        # Ours always writes the instance, so an empty one is kube-scheduler's, on the control plane.
-        instance = f"{controller}-{control_plane(core).metadata.name}"
-    # A core/v1 event has no eventTime: its deprecatedFirstTimestamp (whole seconds) instead.
-    at = wall(e.get("eventTime")) or wall(e.get("deprecatedFirstTimestamp"))
-    assert at, f"the Scheduled event of {ns}/{pod} has no time: {e}"
-    return controller, instance, at
 
 
 # --- kind nodes --------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from e2e.binding import control_plane
 from e2e.deploying import cli, kind_flags, values_args
 from e2e.kube import poll
-from e2e.replacing import OUR_NS, control_plane, node_listing
+from e2e.replacing import OUR_NS, node_listing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
+from e2e.binding import bound_by, control_plane
 from e2e.conftest import ARTIFACTS
 from e2e.deploying import Result, deploy, restore
 from e2e.kube import poll, wait_pod
@@ -43,8 +44,6 @@ from e2e.replacing import (
     LeaseWatch,
     acquired_at,
     annotated_ours,
-    bound_by,
-    control_plane,
     holder,
     holder_host,
     kube_scheduler_pods,
@@ -175,7 +174,7 @@ def test_a_pod_created_at_the_takeover_is_bound_within_20s(
     fails (up to retryPeriod + renewDeadline later), may still bind it; else ours does once
     it leads. Either way it waits at most 20 s."""
     sleeper(core, namespace, "at-takeover", test_image)
-    controller, instance, at = bound_by(api, core, namespace, "at-takeover", 60)
+    controller, instance, at = bound_by(core, namespace, "at-takeover", 60)
     assert controller == "default-scheduler"
     node = control_plane(core).metadata.name
     assert instance in (f"default-scheduler-{deployed.leader}", f"default-scheduler-{node}")
@@ -203,7 +202,7 @@ def test_once_kube_scheduler_gave_up_ours_binds_within_20s_of_holding(
     )
     created = time.time()
     sleeper(core, namespace, "no-scheduler-name", test_image)
-    controller, instance, at = bound_by(api, core, namespace, "no-scheduler-name", 60)
+    controller, instance, at = bound_by(core, namespace, "no-scheduler-name", 60)
     node = control_plane(core).metadata.name
     assert controller == "default-scheduler"
     assert instance == f"default-scheduler-{deployed.leader}", f"bound by {instance}, not by our leader"
@@ -285,7 +284,7 @@ def test_sigkill_of_the_leader_another_of_ours_takes_over(
     assert cs.last_state.terminated.exit_code == 137, cs.last_state.terminated  # 128 + SIGKILL
 
     sleeper(core, namespace, "after-sigkill", test_image)
-    controller, instance, _ = bound_by(api, core, namespace, "after-sigkill", 60)
+    controller, instance, _ = bound_by(core, namespace, "after-sigkill", 60)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{new_pod}")
     assert failover <= SIGKILL_FAILOVER, f"another of ours led {failover:.1f}s after the SIGKILL"
 
@@ -315,7 +314,7 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
     record(SUITE, "sigterm_failover_from_delete_s", new.acquired - deleted)
 
     sleeper(core, namespace, "after-sigterm", test_image)
-    controller, instance, _ = bound_by(api, core, namespace, "after-sigterm", 60)
+    controller, instance, _ = bound_by(core, namespace, "after-sigterm", 60)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{new_pod}")
     assert failover <= SIGTERM_FAILOVER, f"another of ours led {failover:.1f}s after the release"
 
@@ -346,9 +345,7 @@ def test_scaled_to_zero_kube_scheduler_takes_the_lease_back(
     )
 
     sleeper(core, namespace, "after-scale-down", test_image)
-    controller, instance, _ = with_history(
-        deployed, at, bound_by, api, core, namespace, "after-scale-down", 120
-    )
+    controller, instance, _ = with_history(deployed, at, bound_by, core, namespace, "after-scale-down", 120)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{node}")
 
 
@@ -401,6 +398,6 @@ def test_restore_gives_the_lease_back_and_removes_ours(
         raise AssertionError(f"{e}; still there: {', '.join(remaining)}") from None
 
     sleeper(core, namespace, "after-restore", test_image)
-    controller, instance, _ = with_history(deployed, 0, bound_by, api, core, namespace, "after-restore", 120)
+    controller, instance, _ = with_history(deployed, 0, bound_by, core, namespace, "after-restore", 120)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{node}")
     wait_pod(core, namespace, "after-restore", lambda p: p["status"].get("phase") == "Running", "Running", 60)

@@ -212,10 +212,10 @@ def burner(core: client.CoreV1Api, namespace: str, test_image: str) -> Iterator[
 
 
 def assert_bound_by(core: client.CoreV1Api, ns: str, pod: str, leader: str) -> None:
-    ev = b.wait_event(core, ns, pod, "Scheduled", 60)
-    assert ev.get("reportingComponent") == b.SCHEDULER_NAME, ev
-    assert b.instance_pod(ev.get("reportingInstance") or "") == leader, (
-        f"pod {ns}/{pod} was bound by {ev.get('reportingInstance')!r}, not by our leader {leader}"
+    controller, instance, _ = b.bound_by(core, ns, pod, 60)
+    assert controller == b.SCHEDULER_NAME, (controller, instance)
+    assert b.instance_pod(instance) == leader, (
+        f"pod {ns}/{pod} was bound by {instance!r}, not by our leader {leader}"
     )
 
 

@@ -14,15 +14,15 @@ import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from kubernetes import client
 
+from e2e.binding import control_plane, scheduled_event
 from e2e.kube import poll, wait_pod
 from e2e.localscheduler import config, local_scheduler
 from e2e.measure import record
-from e2e.replacing import control_plane, fresh_kube_scheduler
+from e2e.replacing import fresh_kube_scheduler
 
 pytestmark = pytest.mark.cluster
 
@@ -64,13 +64,6 @@ def lease_back_to_kube_scheduler(
         lambda: holder(coord) and not ours(holder(coord)) and not holder(coord).startswith("intruder"),
         120,
     )
-
-
-def scheduled_event(api: client.ApiClient, ns: str, pod: str) -> dict[str, Any] | None:
-    ev = client.EventsV1Api(api).list_namespaced_event(
-        ns, field_selector=f"regarding.name={pod},reason=Scheduled"
-    )
-    return api.sanitize_for_serialization(ev.items[0]) if ev.items else None
 
 
 def unscheduled_pod(core: client.CoreV1Api, ns: str, name: str, image: str) -> None:
@@ -117,7 +110,7 @@ def test_takeover_bind_release(
         unscheduled_pod(core, namespace, "p", test_image)
         pod = wait_pod(core, namespace, "p", lambda p: bool(p["spec"].get("nodeName")), "bound", 60)
         record("local-lease", "takeover_pod_bound_after_creation_s", time.monotonic() - created)
-        ev = poll("the Scheduled event", lambda: scheduled_event(api, namespace, "p"), 30)
+        ev = scheduled_event(core, namespace, "p")
         assert ev["reportingInstance"] == f"default-scheduler-{socket.gethostname()}", ev
         record(
             "local-lease",
@@ -138,7 +131,7 @@ def test_takeover_bind_release(
     record("local-lease", "release_kube_scheduler_leads_after_exit_s", back - released)
     unscheduled_pod(core, namespace, "q", test_image)
     wait_pod(core, namespace, "q", lambda p: bool(p["spec"].get("nodeName")), "bound by kube-scheduler", 60)
-    ev = poll("the Scheduled event", lambda: scheduled_event(api, namespace, "q"), 30)
+    ev = scheduled_event(core, namespace, "q")
     assert ev["reportingInstance"] != f"default-scheduler-{socket.gethostname()}"
 
 

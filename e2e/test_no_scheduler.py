@@ -31,13 +31,13 @@ import pytest
 from kubernetes import client, watch
 
 from e2e import binding as b
+from e2e.binding import bound_by
 from e2e.deploying import deploy, restore
 from e2e.kube import is_ready, poll, wait_pod
 from e2e.measure import record
 from e2e.replacing import (
     acquired_at,
     annotated_ours,
-    bound_by,
     crictl_running,
     docker_exec,
     holder,
@@ -189,7 +189,7 @@ def test_without_any_scheduler_nodename_pods_run_and_the_rest_wait_for_ours(
     (ours,) = [p.metadata.name for p in our_pods(core)]
     lease = read_lease(api)
     assert holder_host(holder(lease)) == ours and annotated_ours(lease), lease
-    controller, instance, at = bound_by(api, core, namespace, "waiting", 120)
+    controller, instance, at = bound_by(core, namespace, "waiting", 120)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{ours}"), (
         controller,
         instance,

@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from e2e.binding import bound_by, control_plane
 from e2e.conftest import ARTIFACTS
 from e2e.deploying import cli, kind_flags, values_args
 from e2e.kube import poll
@@ -46,8 +47,6 @@ from e2e.measure import record
 from e2e.replacing import (
     acquired_at,
     annotated_ours,
-    bound_by,
-    control_plane,
     fresh_kube_scheduler,
     holder,
     holder_host,
@@ -124,7 +123,7 @@ def one_try(
     pod = f"try-{n}"
     created = time.time()
     sleeper(core, namespace, pod, image)
-    _, instance, at = bound_by(api, core, namespace, pod, 120)
+    _, instance, at = bound_by(core, namespace, pod, 120)
     out["bound_by"] = (
         "ours"
         if instance.removeprefix("default-scheduler-") in names

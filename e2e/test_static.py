@@ -26,13 +26,12 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from e2e.binding import bound_by, control_plane
 from e2e.deploying import deploy, restore
 from e2e.kube import is_ready, poll, wait_pod
 from e2e.measure import record
 from e2e.replacing import (
     annotated_ours,
-    bound_by,
-    control_plane,
     crictl_running,
     holder,
     holder_host,
@@ -138,9 +137,9 @@ def test_beside_kube_scheduler_on_its_own_lease(
     assert crictl_running(node, "kube-scheduler"), "kube-scheduler keeps running"
 
     sleeper(core, namespace, "names-my-scheduler", test_image, scheduler_name=NAME)
-    assert bound_by(api, core, namespace, "names-my-scheduler", 60)[:2] == (NAME, f"{NAME}-{node}")
+    assert bound_by(core, namespace, "names-my-scheduler", 60)[:2] == (NAME, f"{NAME}-{node}")
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == (
+    assert bound_by(core, namespace, "names-no-scheduler", 60)[:2] == (
         "default-scheduler",
         f"default-scheduler-{node}",
     )
@@ -178,7 +177,7 @@ def test_replace_kube_scheduler(
     assert holder_host(holder(lease)) == node and annotated_ours(lease), lease
 
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(api, core, namespace, "names-no-scheduler", 60)[:2] == (
+    assert bound_by(core, namespace, "names-no-scheduler", 60)[:2] == (
         "default-scheduler",
         f"default-scheduler-{node}",
     )
@@ -196,7 +195,7 @@ def test_replace_kube_scheduler(
     assert holder_host(holder(lease)) == node and not annotated_ours(lease), lease
 
     sleeper(core, namespace, "after-restore", test_image)
-    assert bound_by(api, core, namespace, "after-restore", 120)[:2] == (
+    assert bound_by(core, namespace, "after-restore", 120)[:2] == (
         "default-scheduler",
         f"default-scheduler-{node}",
     )

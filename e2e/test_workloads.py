@@ -34,10 +34,10 @@ def ours(core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_sc
 
 
 def assert_bound_by_ours(core: client.CoreV1Api, ns: str, pod: str, ours: set[str]) -> None:
-    ev = b.wait_event(core, ns, pod, "Scheduled", 30)
-    assert ev.get("reportingComponent") == b.SCHEDULER_NAME, ev
-    assert b.instance_pod(ev.get("reportingInstance") or "") in ours, (
-        f"pod {ns}/{pod} was bound by {ev.get('reportingInstance')!r}, not by one of ours {sorted(ours)}"
+    controller, instance, _ = b.bound_by(core, ns, pod, 30)
+    assert controller == b.SCHEDULER_NAME, (controller, instance)
+    assert b.instance_pod(instance) in ours, (
+        f"pod {ns}/{pod} was bound by {instance!r}, not by one of ours {sorted(ours)}"
     )
 
 
