@@ -265,6 +265,27 @@ def test_a_namespace_that_is_not_ours_is_left_alone(
 # --- restore gives the Lease back --------------------------------------------------------------
 
 
+OURS = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
+
+
+def lease_method_holding_the_lease(admin: ApiClient, namespace: str) -> tuple[list[str], str]:
+    """The lease method applied in ``namespace``, and a 6 s Lease ``kube-scheduler`` there held
+    by one of ours (as after a takeover); the restore flags for it, and the holder."""
+    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
+    Cluster(admin).apply(
+        rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
+    )
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    CoordinationV1Api(admin).create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": OURS}},
+            "spec": {"holderIdentity": OURS, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
+        },
+    )
+    return sets, OURS
+
+
 def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
     apiserver: ControlPlane, admin: ApiClient, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,19 +293,7 @@ def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
 
     The Lease lives in the test's namespace under kube-scheduler's name: the built-in
     system:kube-scheduler role may update Leases called kube-scheduler, in any namespace."""
-    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
-    Cluster(admin).apply(
-        rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
-    )
-    ours = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(
-        namespace,
-        {
-            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
-            "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
-        },
-    )
+    sets, ours = lease_method_holding_the_lease(admin, namespace)
     ks = apiserver.start_kube_scheduler(
         {
             "leaderElection": {
@@ -315,19 +324,7 @@ def test_restore_says_what_kube_scheduler_is_doing_while_the_lease_stays_away(
 ) -> None:
     """No kube-scheduler takes the Lease back: the wait's status (and so the error at its
     deadline) shows kubeadm's kube-scheduler pod, here waiting out a CrashLoopBackOff."""
-    sets = ["--set", f"namespace={namespace}", "--set", f"leaderElection.resourceNamespace={namespace}"]
-    Cluster(admin).apply(
-        rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
-    )
-    ours = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(
-        namespace,
-        {
-            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
-            "spec": {"holderIdentity": ours, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
-        },
-    )
+    sets, ours = lease_method_holding_the_lease(admin, namespace)
     make_pod(admin, namespace, "kube-scheduler-cp", labels={"component": "kube-scheduler"})
     backoff = "back-off 5m0s restarting failed container=kube-scheduler pod=kube-scheduler-cp"
     CoreV1Api(admin).patch_namespaced_pod_status(
