@@ -268,6 +268,39 @@ def test_a_namespace_that_is_not_ours_is_left_alone(
 OURS = "dynamic-scheduler-6f7d8c9b5-x2x4z_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
 
 
+def held_lease(
+    admin: ApiClient, namespace: str, name: str, who: str, seconds: int = 15, annotated: bool = True
+) -> None:
+    """A Lease held by ``who`` since now; ``annotated``: with our holder annotation (as ours write)."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    CoordinationV1Api(admin).create_namespaced_lease(
+        namespace,
+        {
+            "metadata": {
+                "name": name,
+                "annotations": {"dynamic-scheduler.io/holder": who if annotated else ""},
+            },
+            "spec": {
+                "holderIdentity": who,
+                "leaseDurationSeconds": seconds,
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        },
+    )
+
+
+def restore_static(
+    apiserver: ControlPlane, tmp_path: Any, sets: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``restore static`` on node n1 with a manifest directory of its own (nothing in it)."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    argv = ["static", "--kubeconfig", apiserver.kubeconfig, "--manifest-dir", str(manifests)]
+    argv += ["--node-name", "n1", "--set", f"static.configDir={tmp_path}/ds", "--timeout", "5", *sets]
+    return run_main(restore.main, argv, capsys)
+
+
 def lease_method_holding_the_lease(admin: ApiClient, namespace: str) -> tuple[list[str], str]:
     """The lease method applied in ``namespace``, and a 6 s Lease ``kube-scheduler`` there held
     by one of ours (as after a takeover); the restore flags for it, and the holder."""
@@ -275,14 +308,7 @@ def lease_method_holding_the_lease(admin: ApiClient, namespace: str) -> tuple[li
     Cluster(admin).apply(
         rendered("lease", f"namespace={namespace}", f"leaderElection.resourceNamespace={namespace}").objects
     )
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(
-        namespace,
-        {
-            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": OURS}},
-            "spec": {"holderIdentity": OURS, "leaseDurationSeconds": 6, "acquireTime": now, "renewTime": now},
-        },
-    )
+    held_lease(admin, namespace, "kube-scheduler", OURS, seconds=6)
     return sets, OURS
 
 
@@ -379,36 +405,8 @@ def test_restore_static_leaves_the_lease_methods_lease_to_restore_lease(
         {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": "scheduler"},
     )
     ours = f"{replica}_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    CoordinationV1Api(admin).create_namespaced_lease(
-        namespace,
-        {
-            "metadata": {"name": "kube-scheduler", "annotations": {"dynamic-scheduler.io/holder": ours}},
-            "spec": {
-                "holderIdentity": ours,
-                "leaseDurationSeconds": 15,
-                "acquireTime": now,
-                "renewTime": now,
-            },
-        },
-    )
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    argv = [
-        "static",
-        "--kubeconfig",
-        apiserver.kubeconfig,
-        "--manifest-dir",
-        str(manifests),
-        "--node-name",
-        "n1",
-        "--set",
-        f"static.configDir={tmp_path}/ds",
-        "--timeout",
-        "5",
-        *sets,
-    ]
-    code, out, err = run_main(restore.main, argv, capsys)
+    held_lease(admin, namespace, "kube-scheduler", ours)
+    code, out, err = restore_static(apiserver, tmp_path, sets, capsys)
     assert code == 0, err
     assert "back with kube-scheduler" not in err
     assert holder(read_lease(admin, namespace, "kube-scheduler")) == ours
@@ -426,36 +424,10 @@ def test_restore_static_deletes_beside_modes_own_lease_unless_a_stranger_holds_i
     """Our static pod in beside mode leaves its own Lease (released, or held by a killed pod);
     restore removes it. A Lease of that name held by another scheduler is not ours to delete."""
     sets = ["--set", f"leaderElection.resourceNamespace={namespace}"]
-    coord = CoordinationV1Api(admin)
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    who = "n1_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c"
-    coord.create_namespaced_lease(
-        namespace,
-        {
-            "metadata": {
-                "name": "my-scheduler",
-                "annotations": {"dynamic-scheduler.io/holder": who if annotated else ""},
-            },
-            "spec": {"holderIdentity": who, "leaseDurationSeconds": 15, "acquireTime": now, "renewTime": now},
-        },
+    held_lease(
+        admin, namespace, "my-scheduler", "n1_0b6f2a8e-1c1e-4c5e-9a9b-7b1e2f3a4b5c", annotated=annotated
     )
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    argv = [
-        "static",
-        "--kubeconfig",
-        apiserver.kubeconfig,
-        "--manifest-dir",
-        str(manifests),
-        "--node-name",
-        "n1",
-        "--set",
-        f"static.configDir={tmp_path}/ds",
-        "--timeout",
-        "5",
-        *sets,
-    ]
-    code, out, err = run_main(restore.main, argv, capsys)
+    code, out, err = restore_static(apiserver, tmp_path, sets, capsys)
     assert code == 0, err
     assert (read_lease(admin, namespace, "my-scheduler") is None) == annotated
 
