@@ -21,6 +21,7 @@ from kubernetes import client, config
 from e2e.replacing import end_kube_scheduler_backoff
 
 REPO = Path(__file__).resolve().parent.parent
+COMMANDS_LOG = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts")) / "e2e-commands.log"
 
 
 @dataclass
@@ -51,6 +52,13 @@ def cli(*args: str, timeout: float = 600, check: bool = True) -> Result:
         cwd=REPO,
     )
     res = Result(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    # Every command's progress lines, kept: what a slow deploy or restore waited for.
+    COMMANDS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with COMMANDS_LOG.open("a", encoding="utf-8") as log:
+        log.write(
+            f"=== {time.strftime('%H:%M:%S')} dynamic-scheduler {' '.join(args)}: "
+            f"exit {res.code} after {res.seconds:.1f}s\n{res.stderr}{res.stdout}"
+        )
     if check and proc.returncode != 0:
         raise AssertionError(
             f"dynamic-scheduler {' '.join(args)} exited {proc.returncode}:\n"
