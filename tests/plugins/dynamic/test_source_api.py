@@ -285,7 +285,8 @@ def test_background_threads_refresh_each_period_and_stop_promptly(
     source = make_source(periods={"cpu": 0.05, "mem": 3600.0})
     source.start()
     deadline = time.monotonic() + 10
-    while source.view("mem").lookup("node-a", "") is None:  # both metrics are fetched at start
+    # Both metrics are fetched at start, each by its own thread, in either order.
+    while any(source.view(m).lookup("node-a", "") is None for m in ("cpu", "mem")):
         assert source.wait_refreshed(source.generation, timeout=max(0.0, deadline - time.monotonic()))
 
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.9"))
