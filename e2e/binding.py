@@ -322,12 +322,15 @@ class Scheduled(NamedTuple):
     """When (wall clock; whole seconds for a core/v1 event)."""
 
 
-def bound_by(
-    core: client.CoreV1Api, namespace: str, pod: str, timeout: float, event_timeout: float = 30
-) -> Scheduled:
-    """Wait until ``pod`` is bound (``timeout``), then for its ``Scheduled`` event (``event_timeout``)."""
+def bound_by(core: client.CoreV1Api, namespace: str, pod: str, timeout: float) -> Scheduled:
+    """Wait until ``pod`` is bound (``timeout``), then for its ``Scheduled`` event (30 s)."""
     wait_bound(core, namespace, pod, timeout)
-    e = scheduled_event(core, namespace, pod, event_timeout)
+    return scheduled_by(core, namespace, pod)
+
+
+def scheduled_by(core: client.CoreV1Api, namespace: str, pod: str, timeout: float = 30) -> Scheduled:
+    """Who bound ``pod`` (bound already), from its ``Scheduled`` event; waits ``timeout`` for it."""
+    e = scheduled_event(core, namespace, pod, timeout)
     controller, instance = e.get("reportingController") or "", e.get("reportingInstance") or ""
     if controller and not instance:
         # kube-scheduler records through the core/v1 recorder when events.k8s.io/v1 was not yet
@@ -361,7 +364,7 @@ def wait_ours_scheduling(core: client.CoreV1Api, namespace: str, image: str, tim
         try:
             wait_bound(core, namespace, name, max(1.0, deadline - time.monotonic()))
             try:
-                instance = bound_by(core, namespace, name, 1, event_timeout=15).instance
+                instance = scheduled_by(core, namespace, name, 15).instance
             except AssertionError:
                 # Bound, but no Scheduled event: kube-scheduler bound it and exited on losing
                 # the Lease before its event was written (ours always writes one). Probe again.

@@ -9,6 +9,7 @@ offline.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -79,8 +80,14 @@ def deploy(method: str, *extra: str, timeout: float = 600) -> Result:
     return cli("deploy", method, *values_args(), *flags, *extra, timeout=timeout)
 
 
+@functools.cache
+def _core() -> client.CoreV1Api:
+    """One client of the cluster (``$KUBECONFIG``) for every restore."""
+    return client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
+
+
 def restore(*what: str, timeout: float = 600) -> Result:
     """``dynamic-scheduler restore``, with kube-scheduler's restart back-off ended first
     (``end_kube_scheduler_backoff``), so that its time is the restore's, not the kubelet's."""
-    end_kube_scheduler_backoff(client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"])))
+    end_kube_scheduler_backoff(_core())
     return cli("restore", *what, *values_args(), *kind_flags(), timeout=timeout)

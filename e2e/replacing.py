@@ -241,8 +241,11 @@ def kube_scheduler_pods(core: client.CoreV1Api) -> list[client.V1Pod]:
     return core.list_namespaced_pod(LEASE_NS, label_selector=KUBE_SCHEDULER_SELECTOR).items
 
 
-def ks_container(core: client.CoreV1Api) -> client.V1ContainerStatus | None:
-    pods = kube_scheduler_pods(core)
+def ks_container(
+    core: client.CoreV1Api, pods: list[client.V1Pod] | None = None
+) -> client.V1ContainerStatus | None:
+    """kube-scheduler's container status (of ``pods``, if already listed)."""
+    pods = kube_scheduler_pods(core) if pods is None else pods
     statuses = pods[0].status.container_statuses if pods and pods[0].status else None
     return statuses[0] if statuses else None
 
@@ -304,7 +307,7 @@ def end_kube_scheduler_backoff(core: client.CoreV1Api) -> bool:
     minutes before the next start; a restore would spend them waiting for the Lease to come
     back (what an operator sees is in the README's Troubleshooting)."""
     pods = kube_scheduler_pods(core)
-    cs = ks_container(core)
+    cs = ks_container(core, pods)
     waiting = cs.state.waiting if cs is not None and cs.state else None
     if waiting is None or waiting.reason != "CrashLoopBackOff":
         return False

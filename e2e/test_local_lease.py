@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
-from e2e.binding import control_plane, scheduled_event
-from e2e.kube import poll, wait_pod
+from e2e.binding import control_plane, scheduled_event, wait_bound
+from e2e.kube import poll
 from e2e.localscheduler import config, local_scheduler
 from e2e.measure import record
 from e2e.replacing import fresh_kube_scheduler
@@ -108,7 +108,7 @@ def test_takeover_bind_release(
         )
         created = time.monotonic()
         unscheduled_pod(core, namespace, "p", test_image)
-        pod = wait_pod(core, namespace, "p", lambda p: bool(p["spec"].get("nodeName")), "bound", 60)
+        pod = wait_bound(core, namespace, "p", 60)
         record("local-lease", "takeover_pod_bound_after_creation_s", time.monotonic() - created)
         ev = scheduled_event(core, namespace, "p")
         assert ev["reportingInstance"] == f"default-scheduler-{socket.gethostname()}", ev
@@ -130,7 +130,7 @@ def test_takeover_bind_release(
     )
     record("local-lease", "release_kube_scheduler_leads_after_exit_s", back - released)
     unscheduled_pod(core, namespace, "q", test_image)
-    wait_pod(core, namespace, "q", lambda p: bool(p["spec"].get("nodeName")), "bound by kube-scheduler", 60)
+    wait_bound(core, namespace, "q", 60)
     ev = scheduled_event(core, namespace, "q")
     assert ev["reportingInstance"] != f"default-scheduler-{socket.gethostname()}"
 

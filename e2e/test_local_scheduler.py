@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from e2e.binding import wait_bound
 from e2e.kube import is_ready, phase_is, poll, wait_pod
 from e2e.localscheduler import LocalScheduler, config, local_scheduler
 
@@ -59,7 +60,7 @@ def events_for(api: client.ApiClient, ns: str, pod: str, reason: str) -> list[di
 
 def test_binds_and_reports_like_kube_scheduler(sched, api, core, namespace, test_image) -> None:
     core.create_namespaced_pod(namespace, pod_body("p", test_image))
-    pod = wait_pod(core, namespace, "p", lambda p: bool(p["spec"].get("nodeName")), "bound", 60)
+    pod = wait_bound(core, namespace, "p", 60)
     node = pod["spec"]["nodeName"]
     assert "control-plane" not in node, "the control plane's taint is respected"
     ev = poll("the Scheduled event", lambda: events_for(api, namespace, "p", "Scheduled"), 30)[0]
