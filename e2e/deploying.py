@@ -13,6 +13,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,8 +87,39 @@ def _core() -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
 
 
+def _log(line: str) -> None:
+    COMMANDS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with COMMANDS_LOG.open("a", encoding="utf-8") as log:
+        log.write(f"--- {time.strftime('%H:%M:%S')} {line}\n")
+
+
+def _end_backoff() -> None:
+    if end_kube_scheduler_backoff(_core()):
+        _log("kube-scheduler was in CrashLoopBackOff: its kubelet restarted")
+
+
 def restore(*what: str, timeout: float = 600) -> Result:
-    """``dynamic-scheduler restore``, with kube-scheduler's restart back-off ended first
-    (``end_kube_scheduler_backoff``), so that its time is the restore's, not the kubelet's."""
-    end_kube_scheduler_backoff(_core())
-    return cli("restore", *what, *values_args(), *kind_flags(), timeout=timeout)
+    """``dynamic-scheduler restore``, with kube-scheduler's restart back-off ended before and
+    while it runs (``end_kube_scheduler_backoff``), so that its time is the restore's, not the
+    kubelet's.
+
+    While the restore waits for our replicas to stop, one that has not been told yet can take
+    the Lease back from kube-scheduler, which exits and goes into a back-off that the restore
+    would then wait out (minutes, after a churn that has made it exit many times)."""
+    stop = threading.Event()
+
+    def guard() -> None:
+        while not stop.wait(3):
+            try:
+                _end_backoff()
+            except Exception as e:  # noqa: BLE001 - a failed check is retried, and logged
+                _log(f"checking kube-scheduler's back-off failed: {e!r}"[:300])
+
+    _end_backoff()
+    thread = threading.Thread(target=guard, name="ks-backoff", daemon=True)
+    thread.start()
+    try:
+        return cli("restore", *what, *values_args(), *kind_flags(), timeout=timeout)
+    finally:
+        stop.set()
+        thread.join(150)

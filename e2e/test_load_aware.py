@@ -2,7 +2,7 @@
 
 Prometheus is installed for the module with the project's own command
 (``dynamic-scheduler deploy prometheus``) and short windows (10 s scrapes, the
-policy's metric ``cpu_usage_avg_5m`` averaged over 1 m, not 5 m); each test
+policy's metric ``cpu_usage_avg_5m`` averaged over 30 s, not 5 m); each test
 deploys ours with the lease method (``deploy lease``) and a policy that reads
 that one metric every 5 s, with its own threshold (``maxLimitPecent``) and
 crane's default hot value. ``restore lease`` after each test, ``restore
@@ -58,19 +58,19 @@ GAP = 0.06
 """How far apart the burner's worker and the other one must read before the threshold is set between."""
 MARGIN = 0.02
 """How far from the threshold both must then stay while the pods are placed (samples wobble)."""
-FULL_WINDOW = 90.0
-"""Seconds from the burner's start until METRIC is all burner time: the 30 s rate, then the 1 m average."""
+FULL_WINDOW = 60.0
+"""Seconds from the burner's start until METRIC is all burner time: the 30 s rate, then the 30 s average."""
 REFRESH = "5s"
 CONTROL_PLANE_TAINT = "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
 
 # Short windows: 10 s scrapes (their timeout is the interval; the API server's node proxy can be
-# slow on a busy machine), a 30 s rate, METRIC averaged over 1 m instead of 5 m.
+# slow on a busy machine), a 30 s rate, METRIC averaged over 30 s instead of 5 m.
 PROMETHEUS_VALUES: dict[str, Any] = {
     "prometheus": {
         "scrapeInterval": "10s",
         "evaluationInterval": "5s",
         "rateWindow": "30s",
-        "windows": {"avg5m": "1m", "max1h": "2m", "max1d": "2m"},
+        "windows": {"avg5m": "30s", "max1h": "2m", "max1d": "2m"},
     },
 }
 

@@ -6,11 +6,12 @@ source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 start=$SECONDS
 # The image builds while the cluster comes up (both mostly wait on docker); its
-# output is shown once the cluster is ready, so the two logs don't interleave.
+# output is shown once the nodes exist, so the two logs don't interleave.
 image_log=$(mktemp)
 bash "$REPO_ROOT/hack/images/scheduler-image.sh" >"$image_log" 2>&1 &
 image_pid=$!
-if ! bash "$REPO_ROOT/hack/kind/up.sh"; then
+# The nodes' readiness is waited for while the images load (hack/kind/ready.sh).
+if ! KIND_UP_WAIT=0 bash "$REPO_ROOT/hack/kind/up.sh"; then
   kill "$image_pid" 2>/dev/null || true
   wait "$image_pid" 2>/dev/null || true
   rm -f "$image_log"
@@ -26,7 +27,14 @@ wait "$image_pid" || image_ok=0
 cat "$image_log" >&2
 rm -f "$image_log"
 (( image_ok )) || die "building the scheduler image failed (see above)"
-bash "$REPO_ROOT/hack/kind/load.sh"
+bash "$REPO_ROOT/hack/kind/load.sh" &
+load_pid=$!
+if ! bash "$REPO_ROOT/hack/kind/ready.sh"; then
+  kill "$load_pid" 2>/dev/null || true
+  wait "$load_pid" 2>/dev/null || true
+  die "the cluster did not become ready (see above)"
+fi
+wait "$load_pid" || die "loading the images into the cluster failed (see above)"
 export KIND KUBECTL KUBECONFIG KIND_CLUSTER
 DS_DEPLOY_VALUES=$(bash "$REPO_ROOT/hack/deploy-values.sh")
 export DS_DEPLOY_VALUES

@@ -3,7 +3,7 @@
 # or the existing one of the same name. Online it uses the stock kindest/node
 # image of the pinned release; with OFFLINE=1 it builds and uses the offline
 # node image (make node-image); KIND_NODE_IMAGE overrides both. Returns when
-# every node is Ready and CoreDNS and kube-proxy run. A cluster that fails to
+# every node is Ready and CoreDNS and kube-proxy run (hack/kind/ready.sh). A cluster that fails to
 # come up is deleted again (its logs are exported first), unless KIND_RETAIN=1.
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
@@ -53,15 +53,5 @@ else
   log "cluster created in $((SECONDS - start))s"
 fi
 
-fail() {
-  local logs=$REPO_ROOT/_artifacts/kind-up-$(date +%s)
-  kubectl get nodes -o wide >&2 || true
-  kubectl get pods -A -o wide >&2 || true
-  "$KIND" export logs "$logs" --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
-  die "$1 (node logs: $logs)"
-}
-log "waiting for nodes, kube-proxy and CoreDNS"
-kubectl wait --for=condition=Ready nodes --all --timeout=240s >/dev/null || fail "nodes did not become Ready"
-kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=180s >/dev/null || fail "kube-proxy is not running"
-kubectl -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null || fail "CoreDNS is not running"
-log "cluster $KIND_CLUSTER is ready: export KUBECONFIG=$KUBECONFIG"
+# KIND_UP_WAIT=0: return once the nodes exist (make e2e loads its images meanwhile).
+[[ ${KIND_UP_WAIT:-1} == 0 ]] || bash "$REPO_ROOT/hack/kind/ready.sh"

@@ -8,6 +8,14 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # the images only ever come from the local docker and kind's image loading.
 OFFLINE_REGISTRY=${OFFLINE_REGISTRY:-dynamic-scheduler.local}
 IMAGES_CACHE=$CACHE_ROOT/images
+# What dpkg leaves out of every root filesystem: documentation, manual pages and
+# translations (the copyright files and locale.alias stay). dpkg's patterns are
+# globs without braces, so one option per directory. Part of the cache key.
+DEBIAN_DPKG_OPTS=(
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias'
+)
 
 # image_exists REF
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -19,7 +27,7 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 debian_image() {
   local name=$1 packages=$2; shift 2
   local key tag tarball
-  key=$(printf '%s\n' "$DEBIAN_SUITE" "$packages" "$@" | sha256sum | cut -c1-12)
+  key=$(printf '%s\n' "$DEBIAN_SUITE" "$packages" "$@" "${DEBIAN_DPKG_OPTS[@]}" | sha256sum | cut -c1-12)
   tag="$OFFLINE_REGISTRY/debian-$name:$DEBIAN_SUITE-$key"
   if image_exists "$tag"; then echo "$tag"; return; fi
   tarball=$IMAGES_CACHE/rootfs/$name-$DEBIAN_SUITE-$key.tar
@@ -28,7 +36,7 @@ debian_image() {
     mkdir -p "$(dirname "$tarball")"
     log "building Debian $DEBIAN_SUITE root filesystem '$name' ($packages)"
     mmdebstrap --variant=minbase --mode=root --format=tar --include="$packages" \
-      --dpkgopt='path-exclude=/usr/share/{doc,man,locale,info}/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+      "${DEBIAN_DPKG_OPTS[@]}" \
       --aptopt='APT::Install-Recommends "false"' \
       "$DEBIAN_SUITE" "$tarball.partial" "$DEBIAN_MIRROR" >"$tarball.log" 2>&1 \
       || { tail -5 "$tarball.log" >&2; die "mmdebstrap of '$name' failed (log: $tarball.log)"; }
