@@ -19,8 +19,11 @@ fi
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 log "building wheels"
-"$PY" -m pip wheel --quiet --disable-pip-version-check -w "$ctx/wheels" "$REPO_ROOT" >"$ctx/pip.log" 2>&1 \
+"$PY" -m pip wheel --quiet --disable-pip-version-check -w "$ctx/wheels/deps" "$REPO_ROOT" >"$ctx/pip.log" 2>&1 \
   || { tail -5 "$ctx/pip.log" >&2; die "pip wheel failed (is PyPI reachable?)"; }
+# Ours apart from the dependencies (see the Dockerfile: their layer stays cached).
+mkdir "$ctx/wheels/ours"
+mv "$ctx"/wheels/deps/dynamic_scheduler-*.whl "$ctx/wheels/ours/"
 cp "$REPO_ROOT/Dockerfile" "$ctx/"
 log "building $IMG on $PYTHON_BASE_IMAGE"
 DOCKER_BUILDKIT=0 docker build --quiet --build-arg "BASE_IMAGE=$PYTHON_BASE_IMAGE" -t "$IMG" "$ctx" >"$ctx/build.log" 2>&1 \
