@@ -29,6 +29,7 @@ class NodeInfo:
         "pods_with_required_anti_affinity",
         "generation",
         "memo",
+        "node_memo",
     )
 
     def __init__(self, name: str, node: dict[str, Any] | None = None) -> None:
@@ -47,6 +48,9 @@ class NodeInfo:
         self.generation = 0
         self.memo: dict[str, Any] = {}
         """Per-plugin caches; cleared on every change."""
+        self.node_memo: dict[str, Any] = {}
+        """Per-plugin caches of what comes from the Node object alone (not its pods); cleared when
+        the Node changes."""
         if node is not None:
             self.set_node(node)
 
@@ -62,6 +66,8 @@ class NodeInfo:
         self.taints = spec.get("taints") or []
         self.unschedulable = bool(spec.get("unschedulable"))
         self.allocatable = Resource.from_list((node.get("status") or {}).get("allocatable"))
+        if self.node_memo:
+            self.node_memo.clear()
         self._changed()
 
     def add_pod(self, pi: PodInfo) -> None:

@@ -155,6 +155,8 @@ class Profile:
         self.scores: list[tuple[Any, int]] = [
             (by_name[n], w) for n, w in scores if isinstance(by_name[n], ScorePlugin)
         ]
+        # isinstance against a runtime-checkable Protocol is slow: decided once, not per pod.
+        self._normalizes = {p.name for p, _ in self.scores if isinstance(p, ScoreNormalizer)}
         self.reserves: list[Any] = pick(reserves, ReservePlugin)
         self.pre_binds: list[Any] = pick(pre_binds, PreBindPlugin)
         self.post_binds: list[Any] = pick(post_binds, PostBindPlugin)
@@ -294,7 +296,7 @@ class Profile:
             score = p.score
             try:
                 scores = {ni.name: score(state, pod, ni) for ni in feasible}
-                if isinstance(p, ScoreNormalizer):
+                if p.name in self._normalizes:
                     p.normalize_scores(state, pod, scores)
             except Exception as e:
                 logger.exception("Score plugin failed", extra=kv(plugin=p.name, pod=pod.key))

@@ -25,6 +25,9 @@ from scheduler.plugins.helpers import (
 _PREFER_KEY = "TaintToleration/prefer"
 _FILTER_KEY = "TaintToleration"
 _MEMO = "TaintToleration"
+_VERDICTS = "TaintToleration/verdicts"
+"""Filter's verdict per taint key (``_taint_key``), for this cycle's pod."""
+_PREFER_COUNTS = "TaintToleration/prefer-counts"
 _NONE: tuple[dict[str, Any], ...] = ()
 
 
@@ -37,13 +40,20 @@ def _rejection(key: str, value: str) -> Status:
     return unresolvable(untolerated_taint_reason({"key": key, "value": value}))
 
 
-def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
-    """(NoSchedule/NoExecute taints, PreferNoSchedule taints) of a node; memoized until it changes."""
-    split = node.memo.get(_MEMO)
+def _taint_key(taints: tuple[dict[str, Any], ...]) -> tuple[tuple[str, str, str], ...]:
+    """What decides whether tolerations tolerate these taints: nodes with the same key share one
+    verdict per scheduling cycle (a fleet is usually tainted alike)."""
+    return tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints)
+
+
+def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], Any, Any]:
+    """(NoSchedule/NoExecute taints, PreferNoSchedule taints, and their keys) of a node; memoized
+    until the Node changes (not when its pods do)."""
+    split = node.node_memo.get(_MEMO)
     if split is None:
         hard = tuple(t for t in node.taints if t.get("effect") in DO_NOT_SCHEDULE_EFFECTS)
         soft = tuple(t for t in node.taints if t.get("effect") == PREFER_NO_SCHEDULE)
-        split = node.memo[_MEMO] = (hard, soft)
+        split = node.node_memo[_MEMO] = (hard, soft, _taint_key(hard), _taint_key(soft))
     return split
 
 
@@ -64,16 +74,24 @@ class TaintToleration:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if not node.taints:
             return None
-        hard = _split_taints(node)[0]
+        hard, _, key, _ = node.node_memo.get(_MEMO) or _split_taints(node)
         if not hard:
             return None
+        verdicts = state.get(_VERDICTS)
+        if verdicts is None:
+            verdicts = state[_VERDICTS] = {}
+        elif key in verdicts:
+            return verdicts[key]
         tolerations = state.get(_FILTER_KEY)
         if tolerations is None:  # PreFilter disabled
             tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
+        verdict = None
         for taint in hard:
             if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
-                return _rejection(taint.get("key") or "", taint.get("value") or "")
-        return None
+                verdict = _rejection(taint.get("key") or "", taint.get("value") or "")
+                break
+        verdicts[key] = verdict
+        return verdict
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         # Only tolerations that can apply to PreferNoSchedule (no effect, or that effect).
@@ -87,15 +105,24 @@ class TaintToleration:
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         if not node.taints:
             return 0
-        soft = _split_taints(node)[1]
+        _, soft, _, key = node.node_memo.get(_MEMO) or _split_taints(node)
         if not soft:
             return 0
+        counts = state.get(_PREFER_COUNTS)
+        if counts is None:
+            counts = state[_PREFER_COUNTS] = {}
+        elif key in counts:
+            return counts[key]
         tolerations = state.get(_PREFER_KEY)
         if tolerations is None:  # PreScore disabled
             tolerations = state[_PREFER_KEY] = tuple(pod.spec.get("tolerations") or ())
-        if not tolerations:
-            return len(soft)
-        return sum(1 for taint in soft if not tolerations_tolerate_taint(tolerations, taint))
+        n = (
+            sum(1 for taint in soft if not tolerations_tolerate_taint(tolerations, taint))
+            if tolerations
+            else len(soft)
+        )
+        counts[key] = n
+        return n
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores, reverse=True)

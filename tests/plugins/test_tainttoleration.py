@@ -7,7 +7,16 @@ import pytest
 from scheduler.core.framework import SKIP, Code, CycleState
 from scheduler.plugins.tainttoleration import TaintToleration
 
-from .builders import FakeSnapshot, node_info, pod_info, run_filter, run_score, taint, toleration
+from .builders import (
+    FakeSnapshot,
+    make_node,
+    node_info,
+    pod_info,
+    run_filter,
+    run_score,
+    taint,
+    toleration,
+)
 
 
 def filter_one(pod, node):
@@ -80,6 +89,49 @@ def test_filter_runs_without_prefilter():
     assert st.reasons == ("node(s) had untolerated taint {k: v}",)
 
 
+def test_nodes_tainted_alike_share_a_verdict_and_other_taints_get_their_own():
+    # One cycle's verdicts are kept per set of taints; nodes with other taints (another value,
+    # effect or an extra taint) are decided on their own, whatever order they come in.
+    pod = pod_info(tolerations=[toleration("k", "v", "NoSchedule")])
+    nodes = [
+        node_info("other-value", taints=[taint("k", "w")]),
+        node_info("a", taints=[taint("k", "v")]),
+        node_info("b", taints=[taint("k", "v")]),
+        node_info("noexecute", taints=[taint("k", "v", "NoExecute")]),
+        node_info("extra", taints=[taint("k", "v"), taint("x", "1")]),
+        node_info("untainted"),
+        node_info("c", taints=[taint("k", "v")]),
+        node_info("other-value-again", taints=[taint("k", "w")]),
+    ]
+    got = {
+        n: (st.reasons[0] if st else None)
+        for n, st in run_filter(TaintToleration(None, None), pod, nodes).items()
+    }
+    assert got == {
+        "other-value": "node(s) had untolerated taint {k: w}",
+        "a": None,
+        "b": None,
+        "noexecute": "node(s) had untolerated taint {k: v}",
+        "extra": "node(s) had untolerated taint {x: 1}",
+        "untainted": None,
+        "c": None,
+        "other-value-again": "node(s) had untolerated taint {k: w}",
+    }
+
+
+def test_a_node_is_read_again_when_it_changes_not_when_its_pods_do():
+    pl = TaintToleration(None, None)
+    ni = node_info("n1", taints=[taint("k", "v")])
+    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint {k: v}",)
+    ni.add_pod(pod_info("p", node_name="n1"))
+    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint {k: v}",)
+    ni.set_node(make_node("n1", taints=[taint("k", "w", "PreferNoSchedule")]))
+    assert pl.filter(CycleState(), pod_info(), ni) is None
+    assert run_score(pl, pod_info(), [ni, node_info("n2")]) == {"n1": 0, "n2": 100}
+    ni.set_node(make_node("n1"))
+    assert run_score(pl, pod_info(), [ni, node_info("n2")]) == {"n1": 100, "n2": 100}
+
+
 def test_pod_tolerating_everything_skips_filtering():
     pl = TaintToleration(None, None)
     assert (
@@ -108,6 +160,19 @@ def test_score_prefers_nodes_whose_taints_are_tolerated():
         ],
     )
     assert got == {"tolerated": 100, "intolerable": 0}
+
+
+def test_score_of_nodes_tainted_alike_is_the_same():
+    got = scores(
+        [toleration("foo", "bar", "PreferNoSchedule")],
+        [
+            node_info("tolerated", taints=[taint("foo", "bar", "PreferNoSchedule")]),
+            node_info("intolerable", taints=[taint("foo", "blah", "PreferNoSchedule")]),
+            node_info("tolerated-too", taints=[taint("foo", "bar", "PreferNoSchedule")]),
+            node_info("intolerable-too", taints=[taint("foo", "blah", "PreferNoSchedule")]),
+        ],
+    )
+    assert got == {"tolerated": 100, "intolerable": 0, "tolerated-too": 100, "intolerable-too": 0}
 
 
 def test_score_ignores_how_many_tolerated_taints_a_node_has():
