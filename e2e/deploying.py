@@ -87,7 +87,8 @@ def _core() -> client.CoreV1Api:
     return client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
 
 
-def _log(line: str) -> None:
+def log_command(line: str) -> None:
+    """A line in the commands log: something done to the cluster besides our commands."""
     COMMANDS_LOG.parent.mkdir(parents=True, exist_ok=True)
     with COMMANDS_LOG.open("a", encoding="utf-8") as log:
         log.write(f"--- {time.strftime('%H:%M:%S')} {line}\n")
@@ -95,7 +96,7 @@ def _log(line: str) -> None:
 
 def _end_backoff() -> None:
     if end_kube_scheduler_backoff(_core()):
-        _log("kube-scheduler was in CrashLoopBackOff: its kubelet restarted")
+        log_command("kube-scheduler was in CrashLoopBackOff: its kubelet restarted")
 
 
 def restore(*what: str, timeout: float = 600) -> Result:
@@ -113,7 +114,7 @@ def restore(*what: str, timeout: float = 600) -> Result:
             try:
                 _end_backoff()
             except Exception as e:  # noqa: BLE001 - a failed check is retried, and logged
-                _log(f"checking kube-scheduler's back-off failed: {e!r}"[:300])
+                log_command(f"checking kube-scheduler's back-off failed: {e!r}"[:300])
 
     _end_backoff()
     thread = threading.Thread(target=guard, name="ks-backoff", daemon=True)
