@@ -11,6 +11,11 @@ enables them. Conventions, chosen for speed on the hot path:
 - ``pre_score`` may return ``SKIP`` likewise for ``score``.
 - ``score`` returns an int; ``normalize_scores`` (optional) rescales the
   scores of all nodes in place to 0..100. The profile then applies weights.
+- A plugin may also have ``filter_nodes`` (results for a list of nodes: one
+  per node in order, or ``None`` when all pass) and ``score_nodes`` (one
+  score per node in order); the profile calls those instead of ``filter`` and
+  ``score`` node by node. They must agree with the per-node methods, which
+  stay the reference (tests compare the two).
 - ``reserve``/``unreserve`` run in the scheduling cycle, ``pre_bind`` and
   ``post_bind`` in the binding cycle (another thread), so they must not touch
   the cycle's snapshot.
@@ -170,6 +175,12 @@ class PreBindPlugin(Protocol):
 class PostBindPlugin(Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
+
+BatchFilter = Callable[[CycleState, PodInfo, list[NodeInfo]], "list[Status | None] | None"]
+"""``filter_nodes(state, pod, nodes)``: one result per node in order, or None when all pass."""
+
+BatchScore = Callable[[CycleState, PodInfo, list[NodeInfo]], list[int]]
+"""``score_nodes(state, pod, nodes)``: one raw score per node in order."""
 
 Factory = Callable[[Any, Handle], Any]
 """Builds a plugin from its typed args (None when it takes none) and the handle."""

@@ -135,6 +135,18 @@ class NodeAffinity:
             matches = required_node_affinity(pod).matches
         return None if matches(labels, node.name) else _REJECTED_POD
 
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        matches = state.get(_FILTER_KEY)
+        if self.added_selector is not None or matches is None:
+            out = [self.filter(state, pod, ni) for ni in nodes]
+            return out if any(out) else None
+        ok = [matches(ni.labels, ni.name) for ni in nodes]
+        if all(ok):
+            return None
+        return [None if o else _REJECTED_POD for o in ok]
+
     # --- scoring -----------------------------------------------------------------
 
     def _weigher(self, pod: PodInfo) -> Any:

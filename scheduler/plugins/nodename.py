@@ -27,3 +27,11 @@ class NodeName:
         if not pod.node_name or pod.node_name == node.name:
             return None
         return _REJECTED
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        if not pod.node_name:
+            return None
+        out = [self.filter(state, pod, ni) for ni in nodes]
+        return out if any(out) else None

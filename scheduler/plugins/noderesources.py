@@ -206,6 +206,43 @@ def cpu_memory_score_fn(
     return None
 
 
+def cpu_memory_score_nodes_fn(
+    kind: str, wc: int, wm: int, key: str, pod_requests: Callable[[PodInfo], tuple[int, int]]
+) -> Callable[[CycleState, PodInfo, list[NodeInfo]], list[int]] | None:
+    """``cpu_memory_score_fn`` over a list of nodes (``score_nodes``)."""
+    one = cpu_memory_score_fn(kind, wc, wm, key, pod_requests)
+    if one is None:
+        return None
+    most = kind == MOST_ALLOCATED
+
+    def score_nodes(state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        reqs = state.get(key)
+        if reqs is None:
+            reqs = state[key] = pod_requests(pod)
+        pc, pm = reqs
+        weights = wc + wm
+        out = []
+        for ni in nodes:
+            a = ni.allocatable
+            ac, am = a.milli_cpu, a.memory
+            if not (ac and am and wc and wm):  # a resource left out: the general formula
+                out.append(one(state, pod, ni))
+                continue
+            r = ni.non_zero_requested
+            rc = r.milli_cpu + pc
+            rm = r.memory + pm
+            if most:
+                sc = (rc if rc < ac else ac) * MAX_NODE_SCORE // ac
+                sm = (rm if rm < am else am) * MAX_NODE_SCORE // am
+            else:
+                sc = (ac - rc) * MAX_NODE_SCORE // ac if rc <= ac else 0
+                sm = (am - rm) * MAX_NODE_SCORE // am if rm <= am else 0
+            out.append((sc * wc + sm * wm) // weights)
+        return out
+
+    return score_nodes
+
+
 class ResourceAllocationScorer:
     """What Fit and BalancedAllocation share: the (requested, allocatable) pairs of a node.
 
@@ -307,9 +344,11 @@ class NodeResourcesFit:
         self._inlined = (
             None if weights is None else cpu_memory_score_fn(kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
         )
-        if self._inlined is not None:
-            # The default configuration: Score is one inlined function (it runs for every node).
+        if self._inlined is not None and weights is not None:
+            # The default configuration: Score is one inlined function (it runs for every node),
+            # and so is its loop over many nodes.
             self.score = self._inlined  # type: ignore[method-assign]
+            self.score_nodes = cpu_memory_score_nodes_fn(kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
 
     # --- filtering ---------------------------------------------------------------
 
@@ -360,6 +399,32 @@ class NodeResourcesFit:
             return None
         code = _Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else _Code.UNSCHEDULABLE
         return Status(code, tuple(reasons))
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        """``filter`` over many nodes: a quick check of pods, cpu and memory first; only nodes
+        that fail it, or pods asking for other resources, take the full path."""
+        want = state.get(_FILTER_KEY)
+        if want is None:
+            want = state[_FILTER_KEY] = self._wanted(pod)
+        cpu, mem, eph, scalars = want
+        if eph or scalars:
+            out = [self.filter(state, pod, ni) for ni in nodes]
+            return out if any(out) else None
+        failed = [
+            i
+            for i, ni in enumerate(nodes)
+            if len(ni.pods) >= ni.allocatable.allowed_pod_number
+            or cpu > ni.allocatable.milli_cpu - ni.requested.milli_cpu
+            or mem > ni.allocatable.memory - ni.requested.memory
+        ]
+        if not failed:
+            return None
+        results: list[Status | None] = [None] * len(nodes)
+        for i in failed:
+            results[i] = self.filter(state, pod, nodes[i])
+        return results
 
     # --- scoring -----------------------------------------------------------------
 

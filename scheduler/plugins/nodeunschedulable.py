@@ -34,3 +34,11 @@ class NodeUnschedulable:
             tolerated = tolerations_tolerate_taint(pod.spec.get("tolerations") or (), _UNSCHEDULABLE_TAINT)
             pod.memo[self.name] = tolerated
         return None if tolerated else _REJECTED
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        if not any(ni.unschedulable for ni in nodes):
+            return None
+        out = [self.filter(state, pod, ni) for ni in nodes]
+        return out if any(out) else None

@@ -71,27 +71,52 @@ class TaintToleration:
         state[_FILTER_KEY] = tuple(tolerations)
         return None
 
+    def _tolerations(self, state: CycleState, pod: PodInfo) -> tuple[dict[str, Any], ...]:
+        tolerations = state.get(_FILTER_KEY)
+        if tolerations is None:  # PreFilter disabled
+            tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
+        return tolerations  # type: ignore[no-any-return]
+
+    def _verdicts(self, state: CycleState) -> dict[Any, Status | None]:
+        verdicts = state.get(_VERDICTS)
+        if verdicts is None:
+            verdicts = state[_VERDICTS] = {(): None}
+        return verdicts  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _verdict(tolerations: tuple[dict[str, Any], ...], hard: tuple[dict[str, Any], ...]) -> Status | None:
+        for taint in hard:
+            if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
+                return _rejection(taint.get("key") or "", taint.get("value") or "")
+        return None
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if not node.taints:
             return None
         hard, _, key, _ = node.node_memo.get(_MEMO) or _split_taints(node)
         if not hard:
             return None
-        verdicts = state.get(_VERDICTS)
-        if verdicts is None:
-            verdicts = state[_VERDICTS] = {}
-        elif key in verdicts:
+        verdicts = self._verdicts(state)
+        if key in verdicts:
             return verdicts[key]
-        tolerations = state.get(_FILTER_KEY)
-        if tolerations is None:  # PreFilter disabled
-            tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
-        verdict = None
-        for taint in hard:
-            if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
-                verdict = _rejection(taint.get("key") or "", taint.get("value") or "")
-                break
-        verdicts[key] = verdict
+        verdict = verdicts[key] = self._verdict(self._tolerations(state, pod), hard)
         return verdict
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        """``filter`` over many nodes: one verdict per distinct set of taints."""
+        verdicts = self._verdicts(state)
+        keys = [(ni.node_memo.get(_MEMO) or _split_taints(ni))[2] if ni.taints else () for ni in nodes]
+        rejected = False
+        for key in set(keys):
+            if key not in verdicts:
+                ni = nodes[keys.index(key)]
+                verdicts[key] = self._verdict(self._tolerations(state, pod), _split_taints(ni)[0])
+            rejected = rejected or verdicts[key] is not None
+        if not rejected:
+            return None
+        return [verdicts[k] for k in keys]
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         # Only tolerations that can apply to PreferNoSchedule (no effect, or that effect).
@@ -123,6 +148,14 @@ class TaintToleration:
         )
         counts[key] = n
         return n
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """``score`` over many nodes: the nodes without PreferNoSchedule taints score 0 at once."""
+        out = [0] * len(nodes)
+        for i, ni in enumerate(nodes):
+            if ni.taints and (ni.node_memo.get(_MEMO) or _split_taints(ni))[1]:
+                out[i] = self.score(state, pod, ni)
+        return out
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores, reverse=True)

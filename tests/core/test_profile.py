@@ -108,6 +108,62 @@ def test_filtering_stops_after_enough_feasible_nodes_and_rotates_the_start() -> 
     assert r2_nodes and not (r2_nodes & seen_first), "the next cycle starts where the last one stopped"
 
 
+def _sequential_search(names, rejected, start, want):
+    """Filtering node by node, as kube-scheduler describes it: (feasible, processed)."""
+    feasible, processed = [], 0
+    for i in range(len(names)):
+        name = names[(start + i) % len(names)]
+        processed += 1
+        if name not in rejected:
+            feasible.append(name)
+            if len(feasible) >= want:
+                break
+    return feasible, processed
+
+
+@pytest.mark.parametrize(("share_rejected", "pct"), [(0.0, 10), (0.3, 10), (0.95, 10), (0.5, 0), (0.99, 50)])
+def test_filtering_in_chunks_evaluates_the_nodes_a_node_by_node_search_would(share_rejected, pct) -> None:
+    rng = random.Random(share_rejected)
+    c = cluster(1000)
+    names = [ni.name for ni in c.list()]
+    cpu = RejectNodes(
+        "NodeResourcesFit", {n for n in names if rng.random() < share_rejected / 2}, "Insufficient cpu"
+    )
+    taint = RejectNodes("TaintToleration", {n for n in names if rng.random() < share_rejected / 2}, "tainted")
+    scored: list[str] = []
+
+    class Record:
+        name = "R"
+
+        def score(self, state, pod, ni):
+            scored.append(ni.name)
+            return 0
+
+    prof = Profile(
+        "p",
+        [taint, cpu, Record()],
+        filters=["TaintToleration", "NodeResourcesFit"],
+        scores=[("R", 1)],
+        percentage_of_nodes_to_score=pct,
+    )
+    want = num_feasible_nodes_to_find(pct, 1000)
+    start = 0
+    for _ in range(5):
+        expected, processed = _sequential_search(names, cpu.nodes | taint.nodes, start, want)
+        scored.clear()
+        try:
+            r = prof.schedule(CycleState(), pinfo("p"), c)
+        except FitError as e:
+            assert not expected
+            assert len(e.statuses) == 1000
+        else:
+            assert (r.evaluated, r.feasible) == (processed, len(expected))
+            if len(expected) > 1:
+                assert scored == expected, "the same nodes, in the same order"
+        start = (start + processed) % 1000
+        assert prof._next_start == start
+
+
 def test_pre_filter_skip_and_result() -> None:
     class OnlyN1:
         name = "NodeAffinity"

@@ -313,45 +313,73 @@ def run_filter(
     A PreFilter SKIP means every node fits; a PreFilterResult rejects the nodes
     it leaves out with the string ``"excluded by PreFilterResult"``; a PreFilter
     rejection is returned for every node.
+
+    A plugin with ``filter_nodes`` is run that way too, in a cycle of its
+    own, and must give the same results as ``filter`` node by node.
     """
     from scheduler.core.framework import Code, CycleState, PreFilterResult
 
     nodes = list(nodes)
-    state = CycleState()
-    allowed = None
-    if hasattr(plugin, "pre_filter"):
-        res = plugin.pre_filter(state, pod, snapshot or FakeSnapshot(nodes))
-        if isinstance(res, PreFilterResult):
-            allowed = res.node_names
-        elif res is not None and res.code == Code.SKIP:
-            return dict.fromkeys((n.name for n in nodes), None)
-        elif res is not None:
-            return dict.fromkeys((n.name for n in nodes), res)
-    out: dict[str, Any] = {}
-    for n in nodes:
-        if allowed is not None and n.name not in allowed:
-            out[n.name] = "excluded by PreFilterResult"
+
+    def cycle(batch: bool) -> dict[str, Any]:
+        state = CycleState()
+        allowed = None
+        if hasattr(plugin, "pre_filter"):
+            res = plugin.pre_filter(state, pod, snapshot or FakeSnapshot(nodes))
+            if isinstance(res, PreFilterResult):
+                allowed = res.node_names
+            elif res is not None and res.code == Code.SKIP:
+                return dict.fromkeys((n.name for n in nodes), None)
+            elif res is not None:
+                return dict.fromkeys((n.name for n in nodes), res)
+        out: dict[str, Any] = {
+            n.name: "excluded by PreFilterResult"
+            for n in nodes
+            if allowed is not None and n.name not in allowed
+        }
+        candidates = [n for n in nodes if n.name not in out]
+        if batch:
+            results = plugin.filter_nodes(state, pod, candidates)
+            assert results is None or len(results) == len(candidates), "one result per node"
+            assert results is None or any(results), "None, not a list of None, when all nodes pass"
+            out.update(zip((n.name for n in candidates), results or [None] * len(candidates), strict=True))
         else:
-            out[n.name] = plugin.filter(state, pod, n)
-    return out
+            out.update((n.name, plugin.filter(state, pod, n)) for n in candidates)
+        return {n.name: out[n.name] for n in nodes}
+
+    one_by_one = cycle(batch=False)
+    if hasattr(plugin, "filter_nodes"):
+        assert cycle(batch=True) == one_by_one, "filter_nodes disagrees with filter"
+    return one_by_one
 
 
 def run_score(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo]) -> dict[str, int] | None:
     """PreScore, Score on each node, then NormalizeScore: node name -> score.
 
-    None when PreScore skips the plugin for this pod.
+    None when PreScore skips the plugin for this pod. A plugin with
+    ``score_nodes`` is run that way too and must give the same scores.
     """
     from scheduler.core.framework import Code, CycleState
 
     nodes = list(nodes)
-    state = CycleState()
-    if hasattr(plugin, "pre_score"):
-        st = plugin.pre_score(state, pod, nodes)
-        if st is not None:
-            if st.code == Code.SKIP:
-                return None
-            raise AssertionError(f"PreScore failed: {st}")
-    scores = {n.name: plugin.score(state, pod, n) for n in nodes}
-    if hasattr(plugin, "normalize_scores"):
-        plugin.normalize_scores(state, pod, scores)
-    return scores
+
+    def cycle(batch: bool) -> dict[str, int] | None:
+        state = CycleState()
+        if hasattr(plugin, "pre_score"):
+            st = plugin.pre_score(state, pod, nodes)
+            if st is not None:
+                if st.code == Code.SKIP:
+                    return None
+                raise AssertionError(f"PreScore failed: {st}")
+        if batch:
+            scores = dict(zip((n.name for n in nodes), plugin.score_nodes(state, pod, nodes), strict=True))
+        else:
+            scores = {n.name: plugin.score(state, pod, n) for n in nodes}
+        if hasattr(plugin, "normalize_scores"):
+            plugin.normalize_scores(state, pod, scores)
+        return scores
+
+    one_by_one = cycle(batch=False)
+    if hasattr(plugin, "score_nodes"):
+        assert cycle(batch=True) == one_by_one, "score_nodes disagrees with score"
+    return one_by_one

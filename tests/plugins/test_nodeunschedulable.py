@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.framework import Code, CycleState
+from scheduler.core.framework import Code
 from scheduler.plugins.nodeunschedulable import NodeUnschedulable
 
-from .builders import node_info, pod_info, toleration
+from .builders import node_info, pod_info, run_filter, toleration
 
 
 def filter_status(pod, node):
-    return NodeUnschedulable(None, None).filter(CycleState(), pod, node)
+    """The node's status, the plugin run node by node and over a list (with a schedulable node)."""
+    return run_filter(NodeUnschedulable(None, None), pod, [node_info("schedulable"), node])[node.name]
 
 
 def test_schedulable_node_admits_any_pod():
