@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import urllib3
@@ -87,6 +88,19 @@ def _log_retry(what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
+@lru_cache(maxsize=64)
+def _policy(
+    what: str, attempts: int, max_seconds: float, initial_wait: float, max_wait: float, retry_after_cap: float
+) -> Retrying:
+    return Retrying(
+        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
+        wait=WaitRetryAfter(initial_wait, max_wait, retry_after_cap),
+        retry=retry_if_exception(retriable),
+        before_sleep=_log_retry(what),
+        reraise=True,
+    )
+
+
 def call_with_retries(
     fn: Callable[[], T],
     *,
@@ -99,14 +113,15 @@ def call_with_retries(
     on_attempt: Callable[[int], None] | None = None,
 ) -> T:
     """``fn()`` retried on :func:`retriable` errors, at most ``attempts`` times and ``max_seconds``
-    (the last error is raised as is)."""
-    retrying = Retrying(
-        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
-        wait=WaitRetryAfter(initial_wait, max_wait, retry_after_cap),
-        retry=retry_if_exception(retriable),
-        before_sleep=_log_retry(what),
-        reraise=True,
-    )
+    (the last error is raised as is).
+
+    One tenacity ``Retrying`` serves every call with the same settings: it keeps
+    a run's state per thread and per iteration (tests/cluster/test_retry.py
+    runs them concurrently and nested), and building one per call (a
+    ``threading.local`` each) was a visible share of the scheduler's CPU per
+    binding.
+    """
+    retrying = _policy(what, attempts, max_seconds, initial_wait, max_wait, retry_after_cap)
     for attempt in retrying:
         with attempt:
             if on_attempt is not None:

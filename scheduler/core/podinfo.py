@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from scheduler.core.resources import Resource, pod_requests
@@ -17,8 +18,12 @@ HostPort = tuple[str, str, int]
 """(hostIP, protocol, hostPort) as NodePorts compares them; hostIP "" means 0.0.0.0."""
 
 
+@lru_cache(maxsize=1024)
 def parse_time(value: str | None) -> float:
-    """An RFC 3339 API timestamp as epoch seconds (0.0 when absent)."""
+    """An RFC 3339 API timestamp as epoch seconds (0.0 when absent).
+
+    Cached: timestamps have whole seconds, and pods created together (and the
+    many updates of one pod) share them."""
     if not value:
         return 0.0
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

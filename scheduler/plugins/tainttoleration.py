@@ -9,6 +9,7 @@ gets 100.
 
 from __future__ import annotations
 
+import itertools
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -40,10 +41,27 @@ def _rejection(key: str, value: str) -> Status:
     return unresolvable(untolerated_taint_reason({"key": key, "value": value}))
 
 
-def _taint_key(taints: tuple[dict[str, Any], ...]) -> tuple[tuple[str, str, str], ...]:
-    """What decides whether tolerations tolerate these taints: nodes with the same key share one
-    verdict per scheduling cycle (a fleet is usually tainted alike)."""
-    return tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints)
+_KEY_IDS: dict[tuple[tuple[str, str, str], ...], int] = {}
+_KEY_IDS_MAX = 4096
+_next_key_id = itertools.count(1)
+
+
+def _taint_key(taints: tuple[dict[str, Any], ...]) -> int:
+    """A number for what decides whether tolerations tolerate these taints (0: no taints).
+
+    Nodes with the same number share one verdict per scheduling cycle (a
+    fleet is usually tainted alike); a number hashes faster than the taints.
+    Numbers are never reused, so clearing the table when it grows only costs
+    some verdicts computed twice."""
+    if not taints:
+        return 0
+    key = tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints)
+    kid = _KEY_IDS.get(key)
+    if kid is None:
+        if len(_KEY_IDS) >= _KEY_IDS_MAX:
+            _KEY_IDS.clear()
+        kid = _KEY_IDS[key] = next(_next_key_id)
+    return kid
 
 
 def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], Any, Any]:
@@ -77,10 +95,10 @@ class TaintToleration:
             tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
         return tolerations  # type: ignore[no-any-return]
 
-    def _verdicts(self, state: CycleState) -> dict[Any, Status | None]:
+    def _verdicts(self, state: CycleState) -> dict[int, Status | None]:
         verdicts = state.get(_VERDICTS)
         if verdicts is None:
-            verdicts = state[_VERDICTS] = {(): None}
+            verdicts = state[_VERDICTS] = {0: None}
         return verdicts  # type: ignore[no-any-return]
 
     @staticmethod
@@ -107,14 +125,12 @@ class TaintToleration:
     ) -> list[Status | None] | None:
         """``filter`` over many nodes: one verdict per distinct set of taints."""
         verdicts = self._verdicts(state)
-        keys = [(ni.node_memo.get(_MEMO) or _split_taints(ni))[2] if ni.taints else () for ni in nodes]
-        rejected = False
-        for key in set(keys):
-            if key not in verdicts:
-                ni = nodes[keys.index(key)]
-                verdicts[key] = self._verdict(self._tolerations(state, pod), _split_taints(ni)[0])
-            rejected = rejected or verdicts[key] is not None
-        if not rejected:
+        keys = [(ni.node_memo.get(_MEMO) or _split_taints(ni))[2] if ni.taints else 0 for ni in nodes]
+        distinct = set(keys)
+        for key in distinct.difference(verdicts):
+            ni = nodes[keys.index(key)]
+            verdicts[key] = self._verdict(self._tolerations(state, pod), _split_taints(ni)[0])
+        if all(verdicts[k] is None for k in distinct):
             return None
         return [verdicts[k] for k in keys]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.framework import SKIP, Code, CycleState
+from scheduler.plugins import tainttoleration
 from scheduler.plugins.tainttoleration import TaintToleration
 
 from .builders import (
@@ -117,6 +118,22 @@ def test_nodes_tainted_alike_share_a_verdict_and_other_taints_get_their_own():
         "c": None,
         "other-value-again": "node(s) had untolerated taint {k: w}",
     }
+
+
+def test_verdicts_stay_right_when_the_table_of_taint_sets_is_cleared(monkeypatch):
+    # Sets of taints are numbered; when the table is full it is cleared, and nodes read before
+    # keep their old number. A number must never stand for two different sets.
+    monkeypatch.setattr(tainttoleration, "_KEY_IDS_MAX", 2)
+    pod = pod_info(tolerations=[toleration("k", "0", "NoSchedule")])
+    nodes = [node_info(f"n{i}", taints=[taint("k", str(i % 5))]) for i in range(12)]
+    got = {
+        n: (st.reasons[0] if st else None)
+        for n, st in run_filter(TaintToleration(None, None), pod, nodes).items()
+    }
+    assert got == {
+        f"n{i}": None if i % 5 == 0 else f"node(s) had untolerated taint {{k: {i % 5}}}" for i in range(12)
+    }
+    assert len(tainttoleration._KEY_IDS) <= 2
 
 
 def test_a_node_is_read_again_when_it_changes_not_when_its_pods_do():
