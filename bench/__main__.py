@@ -275,6 +275,7 @@ class Bench:
                 except subprocess.TimeoutExpired:
                     profiler.kill()
         server = load.server_times(self.api, c.namespace)
+        events = load.scheduled_events(self.api, c.namespace, t0)
         self._save_raw(c, run, t0, watch, server)
         st = creator.stats
         fig = report.run_figures(
@@ -291,13 +292,15 @@ class Bench:
             wall_limit_hit=wall_limit_hit,
         )
         fig["exit_code"] = code
+        fig["scheduled_events"] = events
         if st.errors:
             fig["create_errors"] = st.errors
         lw = fig["latency_watch_s"]
         self.progress.say(
             f"run {tag}: {fig['bound_watch']}/{a.pods} bound, {fig['pods_per_s']} pods/s, "
             f"latency p50/p99 {lw['p50']}/{lw['p99']}s (watch), CPU {fig['cpu_s']}s, "
-            f"peak RSS {fig['peak_rss_mib']} MiB; created at {fig['create_rate']}/s"
+            f"peak RSS {fig['peak_rss_mib']} MiB; created at {fig['create_rate']}/s; "
+            f"{events} Scheduled events"
         )
         took = load.delete_pods(self.api, c.namespace)
         logger.debug("deleted pods in %.1fs", took)

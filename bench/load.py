@@ -194,6 +194,27 @@ def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
             return items
 
 
+def scheduled_events(api: ApiClient, namespace: str, since: float) -> int:
+    """How many ``Scheduled`` events about the namespace's pods were written at or after ``since``
+    (epoch seconds, whole): what a scheduler reported, next to what it bound."""
+    count = 0
+    cont = None
+    while True:
+        query: list[tuple[str, Any]] = [("limit", 1000), ("fieldSelector", "reason=Scheduled")]
+        if cont:
+            query.append(("continue", cont))
+        page = api_request(
+            api, "GET", f"/api/v1/namespaces/{namespace}/events", query=query, timeout=(5, 120)
+        )
+        for ev in page.get("items") or ():
+            at = ev.get("eventTime") or ev.get("firstTimestamp") or ev["metadata"].get("creationTimestamp")
+            if parse_time(at) >= int(since):
+                count += 1
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return count
+
+
 @dataclass(frozen=True)
 class ServerTimes:
     created: dict[str, float]

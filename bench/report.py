@@ -105,6 +105,7 @@ def summarize(runs: list[dict[str, Any]], contenders: list[str]) -> dict[str, di
             "pods_per_s": _median([r["pods_per_s"] for r in rs]),
             "create_rate": _median([r["create_rate"] for r in rs]),
             "cpu_s": _median([r["cpu_s"] for r in rs]),
+            "scheduled_events": _median([r.get("scheduled_events") for r in rs]),
             "peak_rss_mib": _median([r["peak_rss_mib"] for r in rs]),
             "peak_rss_mib_max": max((r["peak_rss_mib"] for r in rs if r["peak_rss_mib"]), default=None),
         }
@@ -263,15 +264,16 @@ def markdown(doc: dict[str, Any]) -> str:
         "from the first create to the last bind. RSS: peak (VmHWM) of the process.",
         "",
         "| contender | client QPS/burst | pods/s | latency p50 / p90 / p99, watch (s) | latency p50 / p90 / p99, "
-        "server (s) | CPU s | peak RSS MiB | complete runs | pods created/s |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "server (s) | CPU s | peak RSS MiB | complete runs | pods created/s | Scheduled events |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in doc["summary"].items():
         c = BY_NAME[name]
         lines.append(
             f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_lat(s['latency_watch_s'])} | "
             f"{_lat(s['latency_server_s'])} | {_fmt(s['cpu_s'], 1)} | {_fmt(s['peak_rss_mib'], 0)} | "
-            f"{s['complete_runs']}/{s['runs']} | {_fmt(s['create_rate'], 0)} |"
+            f"{s['complete_runs']}/{s['runs']} | {_fmt(s['create_rate'], 0)} | "
+            f"{_fmt(s.get('scheduled_events'), 0)} |"
         )
     if doc["ratios"]:
         lines += ["", "| ours | versus | ratio of | median | per run |", "| --- | --- | --- | ---: | --- |"]

@@ -18,14 +18,18 @@ the API server maps ``source`` from ``deprecatedSource`` (not from
 when ``source.component`` is empty, so ``describe`` shows ``From:
 default-scheduler`` as for kube-scheduler.
 
-Writing never blocks the caller: events go into a bounded queue that one
-worker thread drains; a full queue drops the event and counts it.
+Writing never blocks the caller: events go into a bounded queue that a few
+writer threads drain (one request at a time each: a single writer managed
+a few dozen events a second against a busy API server, fewer than the
+pods bound); a full queue drops the event and counts it, as client-go's
+broadcaster does.
 
 Repeats are aggregated like client-go's event series, simplified: an event
 identical to one written in the last ``window`` seconds (same pod, type,
 reason, action, controller and note) is not written again; its
 ``series.count``/``series.lastObservedTime`` are patched instead, at most once
-per ``series_interval`` per series (and once more on :meth:`EventRecorder.stop`).
+per ``series_interval`` per series (and once more on :meth:`EventRecorder.stop`),
+by a thread of its own.
 client-go leaves the note out of the identity (a changed FailedScheduling
 message then only bumps the count of the first one); we keep it in, so the
 latest reason is always visible.
@@ -122,6 +126,7 @@ class EventRecorder:
         *,
         reporting_instance: str | None = None,
         queue_size: int = 1000,
+        writers: int = 8,
         window: float = 360.0,
         series_interval: float = 10.0,
         timeout: Timeout = (5.0, 10.0),
@@ -136,10 +141,14 @@ class EventRecorder:
         self.timeout = timeout
         self.attempts = attempts
         self.max_seconds = max_seconds
+        self.writers = max(1, writers)
         self.stats = RecorderStats()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._series: dict[tuple[Any, ...], _Series] = {}
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        """Guards ``_series`` and ``stats`` (the writers share them)."""
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
         self._idle = threading.Condition()
         self._pending = 0
 
@@ -184,9 +193,15 @@ class EventRecorder:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> EventRecorder:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
-            self._thread.start()
+        if not self._threads:
+            self._stopping.clear()
+            self._threads = [
+                threading.Thread(target=self._run, name=f"event-recorder-{i}", daemon=True)
+                for i in range(self.writers)
+            ]
+            self._threads.append(threading.Thread(target=self._run_series, name="event-series", daemon=True))
+            for t in self._threads:
+                t.start()
         return self
 
     def flush(self, timeout: float) -> bool:
@@ -202,38 +217,44 @@ class EventRecorder:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Write what is queued and the pending series counts (within ``timeout``), then stop."""
-        if self._thread is None:
+        if not self._threads:
             return
         deadline = time.monotonic() + timeout
         self.flush(timeout)
-        with self._idle:
-            self._pending += 1
-        with contextlib.suppress(queue.Full):
-            self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        self._thread = None
+        self._stopping.set()
+        for _ in range(self.writers):
+            with self._idle:
+                self._pending += 1
+            with contextlib.suppress(queue.Full):
+                self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if time.monotonic() < deadline:
+            self._flush_series(time.time(), final=True)
+        self._threads = []
 
-    # --- the worker ------------------------------------------------------------------------
+    # --- the writers -----------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            try:
-                item = self._queue.get(timeout=self.series_interval / 2)
-            except queue.Empty:
-                self._flush_series(time.time(), final=False)
-                continue
+            item = self._queue.get()
             try:
                 if item is _STOP:
-                    self._flush_series(time.time(), final=True)
                     return
                 self._record(*item)
-                self._flush_series(time.time(), final=False)
             except Exception:
                 logger.exception("Event recorder failed")
             finally:
                 with self._idle:
                     self._pending -= 1
                     self._idle.notify_all()
+
+    def _run_series(self) -> None:
+        while not self._stopping.wait(self.series_interval / 2):
+            try:
+                self._flush_series(time.time(), final=False)
+            except Exception:
+                logger.exception("Event recorder failed")
 
     def _record(
         self,
@@ -247,18 +268,23 @@ class EventRecorder:
     ) -> None:
         ref = pod_reference(regarding) if regarding.get("kind", "Pod") == "Pod" else regarding
         key = (ref.get("namespace"), ref.get("name"), ref.get("uid"), type_, reason, action, controller, note)
-        s = self._series.get(key)
-        if s is not None and at - s.last_observed <= self.window:
-            s.count += 1
-            s.last_observed = at
-            self.stats.aggregated += 1
-            return
         namespace = ref.get("namespace") or "default"
+        name = f"{ref['name']}.{int(at * 1e9):x}"
+        with self._lock:
+            s = self._series.get(key)
+            if s is not None and at - s.last_observed <= self.window:
+                s.count += 1
+                s.last_observed = max(s.last_observed, at)
+                self.stats.aggregated += 1
+                return
+            # Taken before the write, so that a repeat handled meanwhile by another writer
+            # counts in this event's series instead of making one of its own.
+            s = self._series[key] = _Series(namespace, name, 1, at, at, 1)
         instance = self.reporting_instance or f"{controller}-{self.hostname}"
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref['name']}.{int(at * 1e9):x}", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "eventTime": micro_time(at),
             "reportingController": controller,
             "reportingInstance": instance,
@@ -282,7 +308,10 @@ class EventRecorder:
                 max_seconds=self.max_seconds,
             )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
-            self.stats.failed += 1
+            with self._lock:
+                self.stats.failed += 1
+                if self._series.get(key) is s:
+                    del self._series[key]
             logger.warning(
                 "Unable to write event",
                 extra=kv(
@@ -292,24 +321,30 @@ class EventRecorder:
                 ),
             )
             return
-        self.stats.written += 1
-        self._series[key] = _Series(namespace, body["metadata"]["name"], 1, at, at, 1)
+        with self._lock:
+            self.stats.written += 1
         logger.log(
             V(5), "Event written", extra=kv(object=f"{namespace}/{ref['name']}", reason=reason, type=type_)
         )
 
     def _flush_series(self, now: float, *, final: bool) -> None:
-        for key, s in list(self._series.items()):
-            if s.count > s.written_count and (final or now - s.last_written >= self.series_interval):
-                if not self._patch_series(s, now):
+        with self._lock:
+            due = []
+            for key, s in list(self._series.items()):
+                if s.count > s.written_count and (final or now - s.last_written >= self.series_interval):
+                    due.append((key, s, s.count, s.last_observed))
+                elif s.count == s.written_count and now - s.last_observed > self.window:
                     del self._series[key]
-            elif s.count == s.written_count and now - s.last_observed > self.window:
-                del self._series[key]
+        for key, s, count, last_observed in due:
+            if not self._patch_series(s, count, last_observed, now):
+                with self._lock:
+                    if self._series.get(key) is s:
+                        del self._series[key]
 
-    def _patch_series(self, s: _Series, now: float) -> bool:
+    def _patch_series(self, s: _Series, count: int, last_observed: float, now: float) -> bool:
         """Write the series count; False when the event is gone (expired after its TTL):
         the next repeat then starts a new event."""
-        patch = {"series": {"count": s.count, "lastObservedTime": micro_time(s.last_observed)}}
+        patch = {"series": {"count": count, "lastObservedTime": micro_time(last_observed)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events/{s.name}"
         try:
             call_with_retries(
@@ -326,7 +361,6 @@ class EventRecorder:
                 max_seconds=self.max_seconds,
             )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
-            self.stats.failed += 1
             logger.log(
                 V(2),
                 "Unable to update event series",
@@ -335,9 +369,12 @@ class EventRecorder:
                     err=status_message(e) if isinstance(e, ApiException) else str(e),
                 ),
             )
-            s.written_count = s.count
+            with self._lock:
+                self.stats.failed += 1
+                s.written_count = max(s.written_count, count)
             return getattr(e, "status", None) != 404
-        s.written_count = s.count
-        s.last_written = now
-        self.stats.patched += 1
+        with self._lock:
+            s.written_count = max(s.written_count, count)
+            s.last_written = now
+            self.stats.patched += 1
         return True

@@ -14,8 +14,10 @@ enables them. Conventions, chosen for speed on the hot path:
 - A plugin may also have ``filter_nodes`` (results for a list of nodes: one
   per node in order, or ``None`` when all pass) and ``score_nodes`` (one
   score per node in order); the profile calls those instead of ``filter`` and
-  ``score`` node by node. They must agree with the per-node methods, which
-  stay the reference (tests compare the two).
+  ``score`` node by node, and ``normalize_score_list`` (the scores as a list
+  in node order, rescaled in place) instead of ``normalize_scores``. They
+  must agree with the per-node and per-name methods, which stay the
+  reference (tests compare the two).
 - ``reserve``/``unreserve`` run in the scheduling cycle, ``pre_bind`` and
   ``post_bind`` in the binding cycle (another thread), so they must not touch
   the cycle's snapshot.
@@ -202,6 +204,21 @@ def default_normalize(scores: dict[str, int], reverse: bool = False) -> None:
     for k, v in scores.items():
         s = MAX_NODE_SCORE * v // top
         scores[k] = MAX_NODE_SCORE - s if reverse else s
+
+
+def default_normalize_list(scores: list[int], reverse: bool = False) -> None:
+    """``default_normalize`` of scores in a list (in place)."""
+    if not scores:
+        return
+    top = max(scores)
+    if top == 0:
+        if reverse:
+            scores[:] = [MAX_NODE_SCORE] * len(scores)
+        return
+    if reverse:
+        scores[:] = [MAX_NODE_SCORE - MAX_NODE_SCORE * v // top for v in scores]
+    else:
+        scores[:] = [MAX_NODE_SCORE * v // top for v in scores]
 
 
 def iter_plugins(plugins: Iterable[Any], kind: type) -> list[Any]:

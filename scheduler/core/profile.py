@@ -16,11 +16,13 @@ would have stopped and evaluates the same nodes.
 from __future__ import annotations
 
 import logging
+import operator
 import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from scheduler.core.framework import (
@@ -52,6 +54,9 @@ MIN_FILTER_CHUNK = 32
 """Nodes filtered per batch at least: near the end of a search fewer are wanted; filtering a
 few more and dropping them beats many calls over one node each."""
 NO_NODES_MSG = "no nodes available to schedule pods"
+
+_BY_LIST, _BY_NAME = "list", "name"
+"""How a score plugin normalizes: ``normalize_score_list`` or ``normalize_scores``."""
 
 Observer = Callable[[str, str, float], None]
 """observe(extension_point, status, seconds), for the extension-point duration metric."""
@@ -197,7 +202,11 @@ class Profile:
         self._filter_nodes = [(p.name, filter_nodes_of(p)) for p in self.filters]
         self._score_nodes = [(p, w, score_nodes_of(p)) for p, w in self.scores]
         # isinstance against a runtime-checkable Protocol is slow: decided once, not per pod.
-        self._normalizes = {p.name for p, _ in self.scores if isinstance(p, ScoreNormalizer)}
+        self._normalizes = {
+            p.name: _BY_LIST if callable(getattr(p, "normalize_score_list", None)) else _BY_NAME
+            for p, _ in self.scores
+            if isinstance(p, ScoreNormalizer)
+        }
         self.reserves: list[Any] = pick(reserves, ReservePlugin)
         self.pre_binds: list[Any] = pick(pre_binds, PreBindPlugin)
         self.post_binds: list[Any] = pick(post_binds, PostBindPlugin)
@@ -347,14 +356,18 @@ class Profile:
                     skip.add(p.name)
                 else:
                     raise SchedulingError(p.name, st.message())
-        totals = [0] * len(feasible)
+        totals: list[int] | None = None
         names: list[str] | None = None
         for p, weight, score_nodes in self._score_nodes:
             if p.name in skip:
                 continue
             try:
                 scores = score_nodes(state, pod, feasible)
-                if p.name in self._normalizes:
+                how = self._normalizes.get(p.name)
+                if how is _BY_LIST:
+                    scores = list(scores)  # the plugin's own list stays as it gave it
+                    p.normalize_score_list(state, pod, scores)
+                elif how is _BY_NAME:
                     if names is None:
                         names = [ni.name for ni in feasible]
                     by_name = dict(zip(names, scores, strict=True))
@@ -363,16 +376,19 @@ class Profile:
             except Exception as e:
                 logger.exception("Score plugin failed", extra=kv(plugin=p.name, pod=pod.key))
                 raise SchedulingError(p.name, str(e)) from e
-            if weight == 1:
-                totals = [t + s for t, s in zip(totals, scores, strict=True)]
-            else:
-                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
-        return totals
+            if len(scores) != len(feasible):
+                raise SchedulingError(p.name, f"{len(scores)} scores for {len(feasible)} nodes")
+            if weight != 1:
+                scores = list(map(operator.mul, scores, repeat(weight)))
+            totals = scores if totals is None else list(map(operator.add, totals, scores))
+        return totals if totals is not None else [0] * len(feasible)
 
     def _select(self, feasible: list[NodeInfo], totals: list[int]) -> str:
         best = max(totals)
+        if totals.count(best) == 1:
+            return feasible[totals.index(best)].name
         winners = [ni.name for ni, s in zip(feasible, totals, strict=True) if s == best]
-        return winners[0] if len(winners) == 1 else self._rng.choice(winners)
+        return self._rng.choice(winners)
 
     # --- after the choice -----------------------------------------------------------
 

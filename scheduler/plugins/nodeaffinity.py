@@ -19,6 +19,7 @@ from scheduler.core.framework import (
     Snapshot,
     Status,
     default_normalize,
+    default_normalize_list,
     error,
     unresolvable,
 )
@@ -182,3 +183,6 @@ class NodeAffinity:
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores)
+
+    def normalize_score_list(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        default_normalize_list(scores)

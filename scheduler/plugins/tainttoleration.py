@@ -13,7 +13,15 @@ import itertools
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, default_normalize, unresolvable
+from scheduler.core.framework import (
+    SKIP,
+    CycleState,
+    Snapshot,
+    Status,
+    default_normalize,
+    default_normalize_list,
+    unresolvable,
+)
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.helpers import (
@@ -175,3 +183,6 @@ class TaintToleration:
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         default_normalize(scores, reverse=True)
+
+    def normalize_score_list(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        default_normalize_list(scores, reverse=True)

@@ -141,5 +141,34 @@ def test_recording_never_blocks_the_caller_even_when_the_api_hangs(
             rec.failed_scheduling(pod, f"message {i}", "my-scheduler")
         assert time.monotonic() - start < 0.1
     finally:
+        writers = list(rec._threads)
         rec.stop(timeout=1)
         proxy.close()
+        # The writers give up on their own (1 s timeouts); then the client's sockets are closed,
+        # not left to the garbage collector in some later test.
+        for t in writers:
+            t.join(timeout=60)
+        api.close()
+
+
+@pytest.mark.apiserver
+def test_writers_in_parallel_write_every_pod_once_and_fold_repeats_into_one_series(
+    admin, namespace: str
+) -> None:
+    pods = [make_pod(admin, namespace) for _ in range(40)]
+    rec = EventRecorder(admin, writers=8, series_interval=60).start()
+    try:
+        for pod in pods:
+            assert rec.scheduled(pod, "node-a", "default-scheduler")
+        # Repeats queued back to back reach different writers: they must still make one event.
+        for _ in range(30):
+            assert rec.failed_scheduling(pods[0], "0/3 nodes are available: 3 Insufficient cpu.", "s")
+        assert rec.flush(30)
+    finally:
+        rec.stop(timeout=10)  # writes the series count
+    evs = events_v1(admin, namespace)
+    scheduled = [e for e in evs if e["reason"] == "Scheduled"]
+    assert sorted(e["regarding"]["uid"] for e in scheduled) == sorted(p["metadata"]["uid"] for p in pods)
+    [failed] = [e for e in evs if e["reason"] == "FailedScheduling"]
+    assert failed["series"]["count"] == 30
+    assert (rec.stats.written, rec.stats.aggregated, rec.stats.dropped, rec.stats.failed) == (41, 29, 0, 0)

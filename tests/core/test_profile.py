@@ -8,6 +8,7 @@ from scheduler.core.framework import (
     CycleState,
     PreFilterResult,
     default_normalize,
+    default_normalize_list,
     unschedulable,
 )
 from scheduler.core.profile import FitError, Profile, SchedulingError, num_feasible_nodes_to_find
@@ -77,6 +78,23 @@ def test_fit_error_message_aggregates_reasons_like_kube_scheduler() -> None:
         "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
     )
     assert e.value.unschedulable_plugins() == {"TaintToleration", "NodeResourcesFit"}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_normalizing_a_list_equals_normalizing_by_name(reverse) -> None:
+    rng = random.Random(3)
+    for scores in (
+        [],
+        [0, 0, 0],
+        [5],
+        [0, 7, 3],
+        *([rng.randrange(0, 50) for _ in range(9)] for _ in range(50)),
+    ):
+        by_name = {f"n{i}": s for i, s in enumerate(scores)}
+        default_normalize(by_name, reverse=reverse)
+        listed = list(scores)
+        default_normalize_list(listed, reverse=reverse)
+        assert listed == list(by_name.values())
 
 
 def test_no_nodes() -> None:

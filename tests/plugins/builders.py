@@ -357,9 +357,11 @@ def run_score(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo]) -> dict[str,
     """PreScore, Score on each node, then NormalizeScore: node name -> score.
 
     None when PreScore skips the plugin for this pod. A plugin with
-    ``score_nodes`` is run that way too and must give the same scores.
+    ``score_nodes`` is run that way too (normalized by
+    ``normalize_score_list`` if it has one) and must give the same scores.
     """
     from scheduler.core.framework import Code, CycleState
+    from scheduler.core.profile import score_nodes_of
 
     nodes = list(nodes)
 
@@ -371,8 +373,12 @@ def run_score(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo]) -> dict[str,
                 if st.code == Code.SKIP:
                     return None
                 raise AssertionError(f"PreScore failed: {st}")
-        if batch:
-            scores = dict(zip((n.name for n in nodes), plugin.score_nodes(state, pod, nodes), strict=True))
+        if batch:  # as the profile does it
+            listed = list(score_nodes_of(plugin)(state, pod, nodes))
+            if hasattr(plugin, "normalize_score_list"):
+                plugin.normalize_score_list(state, pod, listed)
+                return dict(zip((n.name for n in nodes), listed, strict=True))
+            scores = dict(zip((n.name for n in nodes), listed, strict=True))
         else:
             scores = {n.name: plugin.score(state, pod, n) for n in nodes}
         if hasattr(plugin, "normalize_scores"):
@@ -380,6 +386,6 @@ def run_score(plugin: Any, pod: PodInfo, nodes: Iterable[NodeInfo]) -> dict[str,
         return scores
 
     one_by_one = cycle(batch=False)
-    if hasattr(plugin, "score_nodes"):
-        assert cycle(batch=True) == one_by_one, "score_nodes disagrees with score"
+    if hasattr(plugin, "score_nodes") or hasattr(plugin, "normalize_score_list"):
+        assert cycle(batch=True) == one_by_one, "score_nodes or normalize_score_list disagrees"
     return one_by_one
