@@ -104,9 +104,11 @@ def restore(*what: str, timeout: float = 600) -> Result:
     while it runs (``end_kube_scheduler_backoff``), so that its time is the restore's, not the
     kubelet's.
 
-    While the restore waits for our replicas to stop, one that has not been told yet can take
-    the Lease back from kube-scheduler, which exits and goes into a back-off that the restore
-    would then wait out (minutes, after a churn that has made it exit many times)."""
+    Every takeover of the suite before made kube-scheduler exit, and a back-off started just
+    before the restore (or while it waits for our replicas to stop) would be waited out by it:
+    minutes, after a churn that has made it exit many times. The restore itself keeps our
+    replicas from taking the Lease over meanwhile (its ``restoring`` annotation); each kubelet
+    restart here is logged, so the log shows how often the guard was still needed."""
     stop = threading.Event()
 
     def guard() -> None:

@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 # workers held ours near 50 pods/s while the cluster took 150). Threads here
 # mostly wait on the socket, so many are cheap.
 BIND_WORKERS = 64
+EVENT_WRITERS = 32
+"""Threads writing events (scheduler.cluster.events); they share the client's connection pool."""
 SHUTDOWN_GRACE = 10.0
 
 # What each plugin reads besides pods and nodes.
@@ -169,7 +171,10 @@ class App:
         cc = self.options.client_connection
         self.api = new_api_client(
             ClientOptions(
-                kubeconfig=cc.kubeconfig or None, qps=cc.qps, burst=cc.burst, pool_maxsize=BIND_WORKERS + 16
+                kubeconfig=cc.kubeconfig or None,
+                qps=cc.qps,
+                burst=cc.burst,
+                pool_maxsize=BIND_WORKERS + EVENT_WRITERS + 16,
             )
         )
         self.cache = Cache()
@@ -203,7 +208,7 @@ class App:
         for prof in self.cfg.profiles:
             handle = Handle(self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry)
             profiles[prof.scheduler_name] = build_profile(self.cfg, prof, handle, self.metrics)
-        self.recorder = EventRecorder(self.api)
+        self.recorder = EventRecorder(self.api, writers=EVENT_WRITERS)
         self.io = KubeIO(Binder(self.api), self.recorder)
         self.scheduler = Scheduler(
             self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics), bind_workers=BIND_WORKERS

@@ -18,11 +18,12 @@ the API server maps ``source`` from ``deprecatedSource`` (not from
 when ``source.component`` is empty, so ``describe`` shows ``From:
 default-scheduler`` as for kube-scheduler.
 
-Writing never blocks the caller: events go into a bounded queue that a few
-writer threads drain (one request at a time each: a single writer managed
-a few dozen events a second against a busy API server, fewer than the
-pods bound); a full queue drops the event and counts it, as client-go's
-broadcaster does.
+Writing never blocks the caller: events go into a bounded queue (1000, as
+client-go's broadcaster) that 32 writer threads drain, one request at a
+time each; a full queue drops the event and counts it. kube-scheduler
+writes each event from a goroutine of its own: against an API server busy
+enough to answer in 150 ms, one writer managed a few events a second and
+eight wrote fewer than half of the Scheduled events of a 90 pods/s burst.
 
 Repeats are aggregated like client-go's event series, simplified: an event
 identical to one written in the last ``window`` seconds (same pod, type,
@@ -126,7 +127,7 @@ class EventRecorder:
         *,
         reporting_instance: str | None = None,
         queue_size: int = 1000,
-        writers: int = 8,
+        writers: int = 32,
         window: float = 360.0,
         series_interval: float = 10.0,
         timeout: Timeout = (5.0, 10.0),

@@ -69,6 +69,14 @@ from our successful takeover; the final ``retry_period`` covers the latency
 of the old leader's last renew response and its exit. Defaults (15/10/2 s):
 17 s. During the wait we hold and renew the lease; losing it then is a loss.
 Set ``takeover_wait`` to override.
+
+*Giving it back.* ``dynamic-scheduler restore lease`` annotates the Lease
+``dynamic-scheduler.io/restoring`` before it stops our replicas, and removes
+the annotation once kube-scheduler holds the Lease again. Meanwhile no
+takeover happens: a replica not yet stopped would otherwise take the Lease
+from kube-scheduler the moment kube-scheduler had it back, and kube-scheduler
+would exit (into a restart back-off of up to 5 minutes). A free or expired
+Lease is still acquired as usual; the replica gives it up when it stops.
 """
 
 from __future__ import annotations
@@ -96,6 +104,8 @@ from scheduler.logs import V, kv
 logger = logging.getLogger(__name__)
 
 HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
+RESTORING_ANNOTATION = "dynamic-scheduler.io/restoring"
+"""Set on the Lease by ``dynamic-scheduler restore`` while it gives the Lease back: no takeover then."""
 JITTER_FACTOR = 1.2
 EXPIRY_MARGIN = 0.01
 """A standby wakes this long after the lease it saw expires (the test is a strict ``>``)."""
@@ -125,6 +135,12 @@ def default_identity() -> str:
 
 def micro_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def being_restored(lease: dict[str, Any]) -> bool:
+    """``restore`` is giving this Lease back to kube-scheduler (see the module docstring)."""
+    ann = (lease.get("metadata") or {}).get("annotations") or {}
+    return bool(ann.get(RESTORING_ANNOTATION))
 
 
 def annotated_as_ours(lease: dict[str, Any]) -> bool:
@@ -521,6 +537,13 @@ class LeaderElector:
                 logger.log(
                     V(4),
                     "Lease is held and has not yet expired",
+                    extra=kv(lock=self._describe(), holder=holder),
+                )
+                return False
+            if being_restored(lease):
+                logger.log(
+                    V(2),
+                    "Lease is being given back to its holder (restore); not taking it over",
                     extra=kv(lock=self._describe(), holder=holder),
                 )
                 return False

@@ -31,7 +31,7 @@ import yaml
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.leaderelection import annotated_as_ours
+from scheduler.cluster.leaderelection import annotated_as_ours, being_restored
 from scheduler.deploy import cmdline, static
 from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.kube import Cluster, Need
@@ -40,6 +40,7 @@ from scheduler.deploy.values import LoadedValues, override
 from scheduler.deploy.waiting import (
     KUBE_SCHEDULER_SELECTOR,
     holder_host,
+    mark_restoring,
     poll,
     read_lease,
     wait_holder,
@@ -73,6 +74,7 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         Need("get", "deployments", "apps", vns, SCHEDULER_DEPLOYMENT),
         Need("list", "pods", "", vns),
         Need("get", "leases", LEASES, le["resourceNamespace"], le["resourceName"]),
+        Need("patch", "leases", LEASES, le["resourceNamespace"], le["resourceName"]),
     ]
     if ns.method == "seed":
         needs += [
@@ -82,6 +84,10 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         ]
     start = time.monotonic()
     Cluster(api).apply(rendered.objects, needs=needs, doing="deploy lease", namespace_wait=ns.timeout)
+    lease = read_lease(api, le["resourceNamespace"], le["resourceName"])
+    if lease is not None and being_restored(lease):
+        # Left by a restore that did not finish: it would keep ours from ever taking over.
+        mark_restoring(api, le["resourceNamespace"], le["resourceName"], False)
     pods, _ = wait_rollout(api, vns, SCHEDULER_DEPLOYMENT, ns.timeout)
     ready_at = time.monotonic()
     logger.info(

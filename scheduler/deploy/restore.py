@@ -11,6 +11,9 @@ that order:
 - **lease** and **prometheus**: their Deployment is deleted first and the
   command waits for its pods to be gone (a stopping scheduler still needs its
   RBAC to release the Lease), then the other objects in reverse apply order.
+  For lease, the Lease is annotated ``dynamic-scheduler.io/restoring`` first,
+  so that no replica of ours takes it from kube-scheduler while they stop;
+  the annotation goes once kube-scheduler holds the Lease again.
   The Namespace goes only if we created it and no Deployment is left in it.
 
 If the scheduler's Lease was held by one of ours, the command waits until
@@ -39,6 +42,7 @@ from scheduler.deploy.waiting import (
     holder,
     holder_host,
     list_pods,
+    mark_restoring,
     pod_summary,
     read_lease,
     wait_holder,
@@ -117,8 +121,13 @@ def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: floa
     v = values.data
     le_ns, le_name = v["leaderElection"]["resourceNamespace"], v["leaderElection"]["resourceName"]
     ours = {p.metadata.name for p in list_pods(api, v["namespace"], _selector("scheduler"))}
+    Cluster(api).require([Need("patch", "leases", LEASES, le_ns, le_name)], "restore lease")
     lease = read_lease(api, le_ns, le_name)
     held = bool(holder(lease)) and not _not_ours(ours)(lease)
+    # Until kube-scheduler has the Lease back, a replica of ours not yet stopped must not take
+    # it over (kube-scheduler would exit); the annotation stays if the restore fails, and the
+    # next deploy removes it.
+    marked = lease is not None and mark_restoring(api, le_ns, le_name, True)
     _remove_method(
         api, render("lease", values, root).objects, v["namespace"], "scheduler", timeout, "restore lease"
     )
@@ -129,6 +138,8 @@ def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: floa
             f"{le_ns}/{le_name} is held by {holder(read_lease(api, le_ns, le_name)) or 'nobody'} "
             f"(it was not ours)"
         )
+    if marked:
+        mark_restoring(api, le_ns, le_name, False)
 
 
 def restore_prometheus(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:

@@ -21,6 +21,8 @@ from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from scheduler.cluster.client import api_request
+from scheduler.cluster.leaderelection import RESTORING_ANNOTATION
 from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.logs import kv
 
@@ -148,6 +150,33 @@ def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | No
             return None
         raise
     return api.sanitize_for_serialization(lease)
+
+
+def mark_restoring(api: ApiClient, namespace: str, name: str, on: bool) -> bool:
+    """Set (or remove) the Lease's ``dynamic-scheduler.io/restoring`` annotation, which keeps our
+    replicas from taking the Lease over while ``restore`` gives it back; False if there is no Lease."""
+    body = {"metadata": {"annotations": {RESTORING_ANNOTATION: "true" if on else None}}}
+    try:
+        api_request(
+            api,
+            "PATCH",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+            body=body,
+            content_type="application/merge-patch+json",
+            timeout=(5, 30),
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise DeployError(
+            f"Lease {namespace}/{name}: cannot {'set' if on else 'remove'} the "
+            f"{RESTORING_ANNOTATION} annotation: {api_message(e)}"
+        ) from None
+    logger.info(
+        "Marked the Lease as being restored" if on else "Lease no longer marked as being restored",
+        extra=kv(lease=f"{namespace}/{name}"),
+    )
+    return True
 
 
 def holder(lease: dict[str, Any] | None) -> str:

@@ -15,7 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.leaderelection import HOLDER_ANNOTATION, LeaderElectionConfig, LeaderElector
+from scheduler.cluster.leaderelection import (
+    HOLDER_ANNOTATION,
+    RESTORING_ANNOTATION,
+    LeaderElectionConfig,
+    LeaderElector,
+)
 from tests.apiserver import ControlPlane
 from tests.cluster.netproxy import TCPProxy
 from tests.cluster.util import wait_until
@@ -185,6 +190,32 @@ def test_takeover_leaves_a_lease_held_by_one_of_ours(admin, lease: str) -> None:
     finally:
         ours.stop(release=False)
         other.stop(release=False)
+
+
+def test_no_takeover_while_a_restore_gives_the_lease_back(admin, lease: str) -> None:
+    """``restore lease`` marks the Lease: a replica of ours still starting must not take it from
+    kube-scheduler (here a candidate counted as foreign); once unmarked, takeover works again."""
+    kube_scheduler = elector(admin, lease).start()
+    assert kube_scheduler.leading.wait(5)
+    path = f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}"
+
+    def annotate(value: str | None) -> None:
+        body = {"metadata": {"annotations": {RESTORING_ANNOTATION: value}}}
+        api_request(admin, "PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    annotate("true")
+    ours = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
+    try:
+        wait_until(lambda: ours.leader() == kube_scheduler.identity, 3, "observation")
+        assert not ours.leading.wait(L + 4 * R)
+        assert ours.takeovers == 0 and not kube_scheduler.lost.is_set()
+        assert read_lease(admin, lease)["spec"]["holderIdentity"] == kube_scheduler.identity
+        annotate(None)
+        wait_until(lambda: ours.takeovers == 1, 3, "the takeover once the mark is gone")
+        assert kube_scheduler.lost.wait(R + D + 1)
+    finally:
+        kube_scheduler.stop(release=False)
+        ours.stop()
 
 
 def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admin, lease: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.cluster.leaderelection import RESTORING_ANNOTATION
 from scheduler.deploy import deploy, finalize_namespace, restore
 from scheduler.deploy.cmdline import DeployError
 from scheduler.deploy.kube import Cluster
@@ -337,9 +338,13 @@ def test_restore_waits_until_kube_scheduler_holds_the_lease_again(
             restore.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "60", *sets], capsys
         )
         assert code == 0, err + ks.tail()
-        h = holder(read_lease(admin, namespace, "kube-scheduler"))
+        lease = read_lease(admin, namespace, "kube-scheduler")
+        h = holder(lease)
         assert h.startswith(socket.gethostname() + "_") and h != ours
         assert out.startswith(f"{namespace}/kube-scheduler is held by {h} again (")
+        # Marked while ours stopped (kube-scheduler's writes keep the annotation), unmarked after.
+        assert "Marked the Lease as being restored" in err
+        assert RESTORING_ANNOTATION not in (lease["metadata"].get("annotations") or {})
     finally:
         ks.stop()
         cleanup(apiserver, "lease", *sets)
@@ -381,6 +386,18 @@ def test_restore_says_what_kube_scheduler_is_doing_while_the_lease_stays_away(
         assert f"Lease {namespace}/kube-scheduler back with kube-scheduler: not done after 2s" in msg
         assert (
             f"held by {ours}; kube-scheduler-cp: Running, c: CrashLoopBackOff ({backoff}), 7 restarts" in msg
+        )
+        # The restore did not finish: the mark stays until the next deploy, which removes it (or
+        # ours would never take over); that deploy then waits for a rollout no kubelet makes here.
+        annotations = read_lease(admin, namespace, "kube-scheduler")["metadata"]["annotations"]
+        assert annotations[RESTORING_ANNOTATION] == "true"
+        code, _, err = run_main(
+            deploy.main, ["lease", "--kubeconfig", apiserver.kubeconfig, "--timeout", "2", *sets], capsys
+        )
+        assert code == 1 and "Lease no longer marked as being restored" in err
+        assert (
+            RESTORING_ANNOTATION
+            not in read_lease(admin, namespace, "kube-scheduler")["metadata"]["annotations"]
         )
     finally:
         cleanup(apiserver, "lease", *sets)
