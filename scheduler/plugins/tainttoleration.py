@@ -9,7 +9,6 @@ gets 100.
 
 from __future__ import annotations
 
-import itertools
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -30,6 +29,7 @@ from scheduler.plugins.helpers import (
     tolerates_everything,
     tolerations_tolerate_taint,
 )
+from scheduler.plugins.topologycounts import shape_id
 
 _PREFER_KEY = "TaintToleration/prefer"
 _FILTER_KEY = "TaintToleration"
@@ -49,27 +49,18 @@ def _rejection(key: str, value: str) -> Status:
     return unresolvable(untolerated_taint_reason({"key": key, "value": value}))
 
 
-_KEY_IDS: dict[tuple[tuple[str, str, str], ...], int] = {}
-_KEY_IDS_MAX = 4096
-_next_key_id = itertools.count(1)
-
-
 def _taint_key(taints: tuple[dict[str, Any], ...]) -> int:
     """A number for what decides whether tolerations tolerate these taints (0: no taints).
 
     Nodes with the same number share one verdict per scheduling cycle (a
     fleet is usually tainted alike); a number hashes faster than the taints.
-    Numbers are never reused, so clearing the table when it grows only costs
-    some verdicts computed twice."""
+    The numbers are topologycounts' shape ids (from 1, never reused), so
+    forgetting the table only costs some verdicts computed twice."""
     if not taints:
         return 0
-    key = tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints)
-    kid = _KEY_IDS.get(key)
-    if kid is None:
-        if len(_KEY_IDS) >= _KEY_IDS_MAX:
-            _KEY_IDS.clear()
-        kid = _KEY_IDS[key] = next(_next_key_id)
-    return kid
+    return shape_id(
+        ("taints", tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "") for t in taints))
+    )
 
 
 def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], Any, Any]:

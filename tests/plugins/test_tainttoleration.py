@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.framework import SKIP, Code, CycleState
-from scheduler.plugins import tainttoleration
+from scheduler.plugins import topologycounts
 from scheduler.plugins.tainttoleration import TaintToleration
 
 from .builders import (
@@ -123,7 +123,7 @@ def test_nodes_tainted_alike_share_a_verdict_and_other_taints_get_their_own():
 def test_verdicts_stay_right_when_the_table_of_taint_sets_is_cleared(monkeypatch):
     # Sets of taints are numbered; when the table is full it is cleared, and nodes read before
     # keep their old number. A number must never stand for two different sets.
-    monkeypatch.setattr(tainttoleration, "_KEY_IDS_MAX", 2)
+    monkeypatch.setattr(topologycounts, "SHAPES_LIMIT", 2)
     pod = pod_info(tolerations=[toleration("k", "0", "NoSchedule")])
     nodes = [node_info(f"n{i}", taints=[taint("k", str(i % 5))]) for i in range(12)]
     got = {
@@ -133,7 +133,7 @@ def test_verdicts_stay_right_when_the_table_of_taint_sets_is_cleared(monkeypatch
     assert got == {
         f"n{i}": None if i % 5 == 0 else f"node(s) had untolerated taint {{k: {i % 5}}}" for i in range(12)
     }
-    assert len(tainttoleration._KEY_IDS) <= 2
+    assert len(topologycounts._shape_ids) <= 2
 
 
 def test_a_node_is_read_again_when_it_changes_not_when_its_pods_do():
