@@ -184,6 +184,18 @@ BatchFilter = Callable[[CycleState, PodInfo, list[NodeInfo]], "list[Status | Non
 BatchScore = Callable[[CycleState, PodInfo, list[NodeInfo]], list[int]]
 """``score_nodes(state, pod, nodes)``: one raw score per node in order."""
 
+
+def filter_each(
+    one: Callable[[CycleState, PodInfo, NodeInfo], Status | None],
+    state: CycleState,
+    pod: PodInfo,
+    nodes: list[NodeInfo],
+) -> list[Status | None] | None:
+    """A per-node ``filter`` run over ``nodes`` as a :data:`BatchFilter` answers."""
+    out = [one(state, pod, ni) for ni in nodes]
+    return out if any(out) else None
+
+
 Factory = Callable[[Any, Handle], Any]
 """Builds a plugin from its typed args (None when it takes none) and the handle."""
 

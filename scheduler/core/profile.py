@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -41,6 +42,7 @@ from scheduler.core.framework import (
     ScorePlugin,
     Snapshot,
     Status,
+    filter_each,
 )
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -133,13 +135,7 @@ def filter_nodes_of(plugin: Any) -> BatchFilter:
     batch = getattr(plugin, "filter_nodes", None)
     if callable(batch):
         return batch  # type: ignore[no-any-return]
-    one = plugin.filter
-
-    def filter_nodes(state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status | None] | None:
-        out = [one(state, pod, ni) for ni in nodes]
-        return out if any(out) else None
-
-    return filter_nodes
+    return partial(filter_each, plugin.filter)
 
 
 def score_nodes_of(plugin: Any) -> BatchScore:

@@ -21,6 +21,7 @@ from scheduler.core.framework import (
     default_normalize,
     default_normalize_list,
     error,
+    filter_each,
     unresolvable,
 )
 from scheduler.core.nodeinfo import NodeInfo
@@ -141,8 +142,7 @@ class NodeAffinity:
     ) -> list[Status | None] | None:
         matches = state.get(_FILTER_KEY)
         if self.added_selector is not None or matches is None:
-            out = [self.filter(state, pod, ni) for ni in nodes]
-            return out if any(out) else None
+            return filter_each(self.filter, state, pod, nodes)
         ok = [matches(ni.labels, ni.name) for ni in nodes]
         if all(ok):
             return None

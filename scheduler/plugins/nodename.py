@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, unresolvable
+from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, filter_each, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 
@@ -33,5 +33,4 @@ class NodeName:
     ) -> list[Status | None] | None:
         if not pod.node_name:
             return None
-        out = [self.filter(state, pod, ni) for ni in nodes]
-        return out if any(out) else None
+        return filter_each(self.filter, state, pod, nodes)

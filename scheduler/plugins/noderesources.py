@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from scheduler.core.framework import MAX_NODE_SCORE, CycleState, Snapshot, Status
+from scheduler.core.framework import MAX_NODE_SCORE, CycleState, Snapshot, Status, filter_each
 from scheduler.core.framework import Code as _Code
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -410,8 +410,7 @@ class NodeResourcesFit:
             want = state[_FILTER_KEY] = self._wanted(pod)
         cpu, mem, eph, scalars = want
         if eph or scalars:
-            out = [self.filter(state, pod, ni) for ni in nodes]
-            return out if any(out) else None
+            return filter_each(self.filter, state, pod, nodes)
         failed = [
             i
             for i, ni in enumerate(nodes)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from scheduler.core.framework import CycleState, Status, unresolvable
+from scheduler.core.framework import CycleState, Status, filter_each, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.helpers import NO_SCHEDULE, tolerations_tolerate_taint
@@ -40,5 +40,4 @@ class NodeUnschedulable:
     ) -> list[Status | None] | None:
         if not any(ni.unschedulable for ni in nodes):
             return None
-        out = [self.filter(state, pod, ni) for ni in nodes]
-        return out if any(out) else None
+        return filter_each(self.filter, state, pod, nodes)
