@@ -12,6 +12,10 @@
   the API server takes. (With too few, it measures its own round trips when
   the API server is slow: 16 fell behind the pods' creation on a loaded 2-core
   machine, where kube-scheduler, whose binds are not capped, kept up.)
+- ``raw-binder-events``: the same, and a ``Scheduled`` event per bound pod
+  through client-go's events broadcaster, as kube-scheduler writes them: the
+  API server's limit for a scheduler that reports its binds (ours and
+  kube-scheduler both do; the event is a write as costly as the Binding).
 
 Each schedules only pods that name its schedulerName, in its own namespace.
 """
@@ -49,6 +53,8 @@ class Contender:
     qps: float
     burst: int
     dynamic: bool = False
+    events: bool = False
+    """raw only: also record a Scheduled event per bind."""
 
     @property
     def scheduler_name(self) -> str:
@@ -66,7 +72,8 @@ class Contender:
         what = {
             "ours": "dynamic-scheduler" + (", Dynamic on" if self.dynamic else ", Dynamic off"),
             "kube-scheduler": "kube-scheduler",
-            "raw": f"raw binder (no scheduling, {RAW_WORKERS} binds at a time)",
+            "raw": f"raw binder (no scheduling, {RAW_WORKERS} binds at a time"
+            + (", a Scheduled event per bind)" if self.events else ")"),
         }[self.kind]
         return f"{what}, client QPS/burst {self.client}"
 
@@ -79,6 +86,7 @@ ALL = [
     Contender("ours-qps5000", "ours", *HIGH_QPS),
     Contender("kube-scheduler-qps5000", "kube-scheduler", *HIGH_QPS),
     Contender("raw-binder", "raw", *HIGH_QPS),
+    Contender("raw-binder-events", "raw", *HIGH_QPS, events=True),
 ]
 BY_NAME = {c.name: c for c in ALL}
 
@@ -245,6 +253,8 @@ def start(c: Contender, setup: Setup, tag: str, extra_env: dict[str, str] | None
             f"--workers={RAW_WORKERS}",
             "--progress=0",
         ]
+        if c.events:
+            cmd.append("--events")
     else:
         raise ValueError(f"unknown contender kind {c.kind!r}")
     env = {**os.environ, **(extra_env or {})}

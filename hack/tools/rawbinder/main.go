@@ -7,8 +7,11 @@
 // It watches the pods that name --scheduler-name and have no node yet, and
 // its --workers goroutines bind each one to the next node of those that match
 // --node-selector (listed once, at start) through the pods/binding
-// subresource. It logs "rawbinder ready" once its watch is synced, and the
-// number of pods it bound when SIGTERM or SIGINT stops it.
+// subresource. With --events it also records a Scheduled event for each pod
+// it bound, through client-go's events.k8s.io/v1 broadcaster as kube-scheduler
+// does: the API server's limit for a scheduler that reports what it did. It
+// logs "rawbinder ready" once its watch is synced, and the number of pods it
+// bound when SIGTERM or SIGINT stops it.
 package main
 
 import (
@@ -30,8 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -43,19 +48,20 @@ func main() {
 	qps := flag.Float64("kube-api-qps", 50, "client QPS towards the API server")
 	burst := flag.Int("kube-api-burst", 100, "client burst towards the API server")
 	workers := flag.Int("workers", 16, "concurrent binds")
+	withEvents := flag.Bool("events", false, "record a Scheduled event (events.k8s.io/v1) for each pod bound")
 	progress := flag.Duration("progress", 10*time.Second, "log the count of bound pods this often (0: never)")
 	flag.Parse()
 	log.SetFlags(log.Ldate | log.Ltime | log.Lmicroseconds)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, *kubeconfig, *namespace, *schedulerName, *nodeSelector, *qps, *burst, *workers, *progress); err != nil {
+	if err := run(ctx, *kubeconfig, *namespace, *schedulerName, *nodeSelector, *qps, *burst, *workers, *withEvents, *progress); err != nil {
 		log.Fatalf("rawbinder: %v", err)
 	}
 }
 
 func run(ctx context.Context, kubeconfig, namespace, schedulerName, nodeSelector string,
-	qps float64, burst, workers int, progress time.Duration) error {
+	qps float64, burst, workers int, withEvents bool, progress time.Duration) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -101,8 +107,15 @@ func run(ctx context.Context, kubeconfig, namespace, schedulerName, nodeSelector
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return fmt.Errorf("pod watch not synced")
 	}
-	log.Printf("rawbinder ready: %d nodes, scheduler name %q, namespace %q, %d workers, client QPS/burst %g/%d",
-		len(nodes), schedulerName, namespace, workers, qps, burst)
+	var recorder events.EventRecorder
+	if withEvents {
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+		broadcaster.StartRecordingToSink(ctx.Done())
+		defer broadcaster.Shutdown()
+		recorder = broadcaster.NewRecorder(scheme.Scheme, schedulerName)
+	}
+	log.Printf("rawbinder ready: %d nodes, scheduler name %q, namespace %q, %d workers, client QPS/burst %g/%d, events %t",
+		len(nodes), schedulerName, namespace, workers, qps, burst, withEvents)
 
 	var bound, failed, next atomic.Int64
 	bind := func(key cache.ObjectName) error {
@@ -111,10 +124,15 @@ func run(ctx context.Context, kubeconfig, namespace, schedulerName, nodeSelector
 			return err // bound or deleted since: not found
 		}
 		node := nodes[(next.Add(1)-1)%int64(len(nodes))]
-		return client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+		err = client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 		}, metav1.CreateOptions{})
+		if err == nil && recorder != nil {
+			recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding",
+				"Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
+		}
+		return err
 	}
 	var wg sync.WaitGroup
 	for range workers {

@@ -1,0 +1,56 @@
+"""The benchmark report's ratios and goals (pure arithmetic over recorded runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import goals, ratios, summarize
+
+CONTENDERS = ["ours-qps5000", "kube-scheduler-qps5000", "raw-binder", "raw-binder-events"]
+
+
+def run(contender: str, n: int, pods_per_s: float, p99: float = 1.0) -> dict[str, Any]:
+    lat = {"p50": p99 / 2, "p90": p99 * 0.9, "p99": p99, "max": p99}
+    return {
+        "contender": contender,
+        "run": n,
+        "complete": True,
+        "pods_per_s": pods_per_s,
+        "create_rate": pods_per_s,
+        "cpu_s": 10.0,
+        "scheduled_events": 5000,
+        "peak_rss_mib": 250.0,
+        "latency_watch_s": lat,
+        "latency_server_s": lat,
+    }
+
+
+RUNS = [
+    r
+    for n, (ours, ks, raw, raw_ev) in enumerate(
+        [(90, 80, 120, 100), (100, 100, 125, 110), (80, 100, 100, 90)], 1
+    )
+    for r in (
+        run("ours-qps5000", n, ours),
+        run("kube-scheduler-qps5000", n, ks),
+        run("raw-binder", n, raw),
+        run("raw-binder-events", n, raw_ev),
+    )
+]
+
+
+def test_ratios_are_medians_of_per_run_ratios_against_each_yardstick() -> None:
+    rows = {(r["versus"], r["metric"]): r for r in ratios(RUNS, CONTENDERS)}
+    assert rows[("raw-binder", "pods/s")]["per_run"] == [0.75, 0.8, 0.8]
+    assert rows[("raw-binder", "pods/s")]["median"] == 0.8
+    assert rows[("raw-binder-events", "pods/s")]["per_run"] == [0.9, 0.909, 0.889]
+    assert rows[("raw-binder-events", "pods/s")]["median"] == 0.9
+    assert rows[("kube-scheduler-qps5000", "pods/s")]["median"] == 1.0
+
+
+def test_the_events_yardstick_sets_no_goal() -> None:
+    rows = ratios(RUNS, CONTENDERS)
+    names = [g["goal"] for g in goals(summarize(RUNS, CONTENDERS), rows, 1000, 5000)]
+    assert "ours-qps5000 >= 80% of the raw binder's pods/s" in names
+    assert not [n for n in names if "events" in n]
+    assert len(names) == 4  # pods/s and p99 versus kube-scheduler, the raw binder's rate, RSS
