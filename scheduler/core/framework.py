@@ -196,6 +196,32 @@ def filter_each(
     return out if any(out) else None
 
 
+def memoized_scores(
+    nodes: list[NodeInfo], memo_key: object, pod_key: Any, compute: Callable[[list[NodeInfo]], list[int]]
+) -> list[int]:
+    """Scores that depend only on the node and ``pod_key`` (e.g. the pod's requests), kept in
+    ``NodeInfo.memo`` under ``memo_key``: ``compute`` runs only on the nodes that changed
+    since they were last scored for an equal ``pod_key``.
+
+    Between two cycles only the node that took the last pod changes, and pods of one
+    workload ask for the same: most of a cycle's scores repeat the previous cycle's."""
+    out: list[Any] = []
+    missing: list[int] = []
+    for ni in nodes:
+        hit = ni.memo.get(memo_key)
+        if hit is not None and hit[0] == pod_key:
+            out.append(hit[1])
+        else:
+            missing.append(len(out))
+            out.append(0)
+    if missing:
+        todo = [nodes[i] for i in missing]
+        for i, ni, score in zip(missing, todo, compute(todo), strict=True):
+            out[i] = score
+            ni.memo[memo_key] = (pod_key, score)
+    return out
+
+
 Factory = Callable[[Any, Handle], Any]
 """Builds a plugin from its typed args (None when it takes none) and the handle."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from scheduler.core.framework import MAX_NODE_SCORE, SKIP, CycleState, Status
+from scheduler.core.framework import MAX_NODE_SCORE, SKIP, CycleState, Status, memoized_scores
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.noderesources import ResourceAllocationScorer, arg_field, resource_specs
@@ -44,6 +44,7 @@ class NodeResourcesBalancedAllocation:
             resource_specs(arg_field(args, "resources", "resources")), use_requested=True
         )
         # The default, cpu and memory, is computed inline.
+        self._memo_key = object()  # this plugin's entries in NodeInfo.memo
         self._cpu_memory = (
             self.allocation.cpu_memory_weights() is not None and len(self.allocation.resources) == 2
         )
@@ -91,6 +92,9 @@ class NodeResourcesBalancedAllocation:
         st = state.get(_SCORE_KEY)
         if not self._cpu_memory or st is None:
             return [self.score(state, pod, ni) for ni in nodes]
+        return memoized_scores(nodes, self._memo_key, st, lambda todo: self._cpu_memory_scores(st, todo))
+
+    def _cpu_memory_scores(self, st: tuple[int, int], nodes: list[NodeInfo]) -> list[int]:
         pc, pm = st
         out = []
         for ni in nodes:

@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from scheduler.core.framework import MAX_NODE_SCORE, CycleState, Snapshot, Status, filter_each
+from scheduler.core.framework import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Snapshot,
+    Status,
+    filter_each,
+    memoized_scores,
+)
 from scheduler.core.framework import Code as _Code
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -215,10 +222,15 @@ def cpu_memory_score_nodes_fn(
         return None
     most = kind == MOST_ALLOCATED
 
+    memo_key = object()  # this function's entries in NodeInfo.memo
+
     def score_nodes(state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
         reqs = state.get(key)
         if reqs is None:
             reqs = state[key] = pod_requests(pod)
+        return memoized_scores(nodes, memo_key, reqs, lambda todo: compute(state, pod, reqs, todo))
+
+    def compute(state: CycleState, pod: PodInfo, reqs: tuple[int, int], nodes: list[NodeInfo]) -> list[int]:
         pc, pm = reqs
         weights = wc + wm
         out = []
