@@ -167,16 +167,21 @@ class App:
 
     # --- setup ----------------------------------------------------------------------
 
-    def build(self) -> None:
+    def _client(self, *, pool_maxsize: int, user_agent_suffix: str = "") -> ApiClient:
+        """An API client of ``clientConnection``, with a rate limiter of its own."""
         cc = self.options.client_connection
-        self.api = new_api_client(
+        return new_api_client(
             ClientOptions(
                 kubeconfig=cc.kubeconfig or None,
                 qps=cc.qps,
                 burst=cc.burst,
-                pool_maxsize=BIND_WORKERS + EVENT_WRITERS + 16,
+                pool_maxsize=pool_maxsize,
+                user_agent_suffix=user_agent_suffix,
             )
         )
+
+    def build(self) -> None:
+        self.api = self._client(pool_maxsize=BIND_WORKERS + 16)
         self.cache = Cache()
         self.queue = SchedulingQueue(
             self.cfg.pod_initial_backoff_seconds,
@@ -208,7 +213,10 @@ class App:
         for prof in self.cfg.profiles:
             handle = Handle(self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry)
             profiles[prof.scheduler_name] = build_profile(self.cfg, prof, handle, self.metrics)
-        self.recorder = EventRecorder(self.api, writers=EVENT_WRITERS)
+        # Events have a client (so a rate limit) of their own, as kube-scheduler's eventClient:
+        # at the default 50 QPS, sharing one would halve the binds and drop events.
+        events_api = self._client(pool_maxsize=EVENT_WRITERS + 4, user_agent_suffix="events")
+        self.recorder = EventRecorder(events_api, writers=EVENT_WRITERS)
         self.io = KubeIO(Binder(self.api), self.recorder)
         self.scheduler = Scheduler(
             self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics), bind_workers=BIND_WORKERS
@@ -218,15 +226,7 @@ class App:
         if le.leader_elect:
             # Its own client, as kube-scheduler's: a burst of binds must not use up
             # the rate-limit tokens the renewals need (losing the lease exits).
-            le_api = new_api_client(
-                ClientOptions(
-                    kubeconfig=cc.kubeconfig or None,
-                    qps=cc.qps,
-                    burst=cc.burst,
-                    pool_maxsize=4,
-                    user_agent_suffix="leader-election",
-                )
-            )
+            le_api = self._client(pool_maxsize=4, user_agent_suffix="leader-election")
             self.elector = LeaderElector(
                 le_api,
                 LeaderElectionConfig(
