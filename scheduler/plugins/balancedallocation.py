@@ -43,8 +43,8 @@ class NodeResourcesBalancedAllocation:
         self.allocation = ResourceAllocationScorer(
             resource_specs(arg_field(args, "resources", "resources")), use_requested=True
         )
-        # The default, cpu and memory, is computed inline.
         self._memo_key = object()  # this plugin's entries in NodeInfo.memo
+        # The default, cpu and memory, is computed inline.
         self._cpu_memory = (
             self.allocation.cpu_memory_weights() is not None and len(self.allocation.resources) == 2
         )
