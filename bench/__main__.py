@@ -138,7 +138,14 @@ class Bench:
         took = kwok.ensure_nodes(self.api, self.args.nodes, progress=self.progress.status)
         say(f"{self.args.nodes} kwok nodes Ready ({took:.0f}s)")
         kwok.wait_daemonsets(self.api, progress=self.progress.status)
-        say("DaemonSet pods placed on the kwok nodes")
+        if on_kwok := kwok.daemonset_pods(self.api):
+            logger.warning(
+                "%d DaemonSet pods run on the kwok nodes (DaemonSets that select every node): "
+                "their writes load the API server during the runs",
+                on_kwok,
+            )
+        else:
+            say("no DaemonSet pods on the kwok nodes")
         setup = ct.Setup(
             kubeconfig=self.args.kubeconfig,
             workdir=self.workdir,

@@ -12,8 +12,11 @@ node-heartbeat-with-lease, pod-ready, pod-delete).
 
 The nodes are tainted ``kwok.x-k8s.io/node=fake:NoSchedule``, so ordinary pods
 never land there; the bench pods tolerate the taint and select the nodes by
-label. A DaemonSet that tolerates every taint (kind's ``kindnet``) still gets a
-pod on each of them, as on any real node; kwok runs those too.
+label. kind's ``kindnet`` (and the offline image's stand-in) and ``kube-proxy``
+select ``kubernetes.io/os=linux``, which the nodes do not carry; a DaemonSet
+that selects every node and tolerates every taint still gets a pod on each of
+them, as on any real node. kwok runs those too, and the bench counts them: their
+creation and status writes load the API server while the contenders run.
 """
 
 from __future__ import annotations
@@ -288,3 +291,11 @@ def wait_daemonsets(
             raise TimeoutError(f"DaemonSet pods not placed within {timeout:.0f}s: {', '.join(pending)}")
         progress(f"waiting for DaemonSet pods on the kwok nodes: {', '.join(pending)}")
         time.sleep(3)
+
+
+def daemonset_pods(api: ApiClient) -> int:
+    """How many DaemonSet pods are bound to kwok nodes (the DaemonSet controller labels its
+    pods ``pod-template-generation``)."""
+    query = [("labelSelector", "pod-template-generation")]
+    pods = api_request(api, "GET", "/api/v1/pods", query=query).get("items") or ()
+    return sum(1 for p in pods if ((p.get("spec") or {}).get("nodeName") or "").startswith(NODE_PREFIX))

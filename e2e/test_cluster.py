@@ -1,9 +1,9 @@
 """The cluster itself works: the ground every other suite stands on.
 
-Nodes Ready, kube-proxy and CoreDNS running, a pod on a worker reaches the
-API server through the ``kubernetes`` Service and resolves Service names
-through cluster DNS, and a PVC of the default StorageClass binds and is
-writable.
+Nodes Ready, kube-proxy and CoreDNS running, the node DaemonSets on Linux nodes
+only, a pod on a worker reaches the API server through the ``kubernetes``
+Service and resolves Service names through cluster DNS, and a PVC of the
+default StorageClass binds and is writable.
 """
 
 from __future__ import annotations
@@ -44,6 +44,17 @@ def test_system_pods_running(core: client.CoreV1Api, selector: str) -> None:
         timeout=120,
     )
     assert pods
+
+
+def test_node_daemonsets_select_linux_nodes(core: client.CoreV1Api) -> None:
+    """kube-proxy and the pod network run only on nodes labelled ``kubernetes.io/os=linux``
+    (stock kind's kindnetd selects them so; the offline image's stand-in must too), so that
+    simulated nodes without a kubelet (``make bench``'s kwok nodes) get no pod of theirs."""
+    daemonsets = client.AppsV1Api(core.api_client).list_namespaced_daemon_set("kube-system").items
+    assert {"kindnet", "kube-proxy"} <= {ds.metadata.name for ds in daemonsets}
+    for ds in daemonsets:
+        selector = ds.spec.template.spec.node_selector or {}
+        assert selector.get("kubernetes.io/os") == "linux", f"{ds.metadata.name}: nodeSelector {selector}"
 
 
 def _worker(core: client.CoreV1Api) -> str:
