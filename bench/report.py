@@ -291,7 +291,10 @@ def markdown(doc: dict[str, Any]) -> str:
             result = {True: "met", False: "**missed**", None: "not evaluated"}[g["met"]]
             if g.get("note"):
                 result += f" ({g['note']})"
-            lines.append(f"| {g['goal']} | {_fmt(g['value'])} | {g['target']} | {result} |")
+            v = g["value"]  # ratios to three places: 1.00 must not read as met when it is 0.996
+            lines.append(
+                f"| {g['goal']} | {_fmt(v, 3 if isinstance(v, float) and v < 10 else 1)} | {g['target']} | {result} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import goals, ratios, summarize
+from bench.report import goals, markdown, ratios, summarize
 
 CONTENDERS = ["ours-qps5000", "kube-scheduler-qps5000", "raw-binder", "raw-binder-events"]
 
@@ -54,3 +54,25 @@ def test_the_events_yardstick_sets_no_goal() -> None:
     assert "ours-qps5000 >= 80% of the raw binder's pods/s" in names
     assert not [n for n in names if "events" in n]
     assert len(names) == 4  # pods/s and p99 versus kube-scheduler, the raw binder's rate, RSS
+
+
+def test_a_missed_ratio_goal_shows_the_digit_that_misses() -> None:
+    runs = [
+        r for n in (1, 2, 3) for r in (run("ours-qps5000", n, 99.6), run("kube-scheduler-qps5000", n, 100))
+    ]
+    names = ["ours-qps5000", "kube-scheduler-qps5000"]
+    summary = summarize(runs, names)
+    doc = {
+        "config": {"nodes": 1000, "pods": 5000, "runs": 3},
+        "machine": dict.fromkeys(
+            ("cpu_model", "cores", "memory_gib", "kernel", "kubernetes", "python", "load_average_at_start"),
+            "x",
+        ),
+        "started": "now",
+        "duration_s": 60,
+        "summary": summary,
+        "ratios": ratios(runs, names),
+        "goals": goals(summary, ratios(runs, names), 1000, 5000),
+    }
+    rows = [ln for ln in markdown(doc).splitlines() if ln.startswith("| ours-qps5000 pods/s >=")]
+    assert rows == ["| ours-qps5000 pods/s >= kube-scheduler-qps5000's | 0.996 | >= 1.0 | **missed** |"]
