@@ -131,6 +131,8 @@ class Bench:
     def setup(self) -> ct.Setup:
         say = self.progress.say
         say(f"workdir {self.workdir}")
+        if gone := load.wait_namespaces_deleted(self.api, progress=self.progress.status):
+            say(f"{gone} namespaces of an earlier run deleted")
         if released := kwok.release_leases(self.api):
             say(f"released the Leases of {released} kwok nodes left by an earlier run")
         self.kwok.start()

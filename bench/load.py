@@ -20,6 +20,7 @@ import multiprocessing as mp
 import queue as queue_mod
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 POD_CPU = "100m"
 POD_MEMORY = "128Mi"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PART_OF = ("app.kubernetes.io/part-of", "dynamic-scheduler-bench")
+"""The label of the bench's namespaces."""
 
 
 def pod_name(i: int) -> str:
@@ -96,7 +99,7 @@ def ensure_namespace(api: ApiClient, name: str, timeout: float = 300) -> None:
                         "kind": "Namespace",
                         "metadata": {
                             "name": name,
-                            "labels": {"app.kubernetes.io/part-of": "dynamic-scheduler-bench"},
+                            "labels": {PART_OF[0]: PART_OF[1]},
                         },
                     },
                 )
@@ -115,6 +118,33 @@ def ensure_namespace(api: ApiClient, name: str, timeout: float = 300) -> None:
             if e.status != 404 or time.monotonic() > deadline:
                 raise
         time.sleep(0.5)
+
+
+def wait_namespaces_deleted(
+    api: ApiClient, *, timeout: float = 900, progress: Callable[[str], None] = lambda s: None
+) -> int:
+    """Until no namespace of an earlier run is terminating; how many were at first.
+
+    A run leaves thousands of events in each contender's namespace, and deleting them
+    keeps the API server and etcd busy for minutes after the namespaces are deleted:
+    load that must not fall on the contenders."""
+    deadline = time.monotonic() + timeout
+    first: int | None = None
+    while True:
+        query = [("labelSelector", "=".join(PART_OF))]
+        items = api_request(api, "GET", "/api/v1/namespaces", query=query).get("items") or ()
+        terminating = sorted(
+            ns["metadata"]["name"] for ns in items if ns["metadata"].get("deletionTimestamp")
+        )
+        first = len(terminating) if first is None else first
+        if not terminating:
+            return first
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespaces still terminating after {timeout:.0f}s: {', '.join(terminating)}")
+        progress(
+            f"waiting for {len(terminating)} namespaces of an earlier run to go: {', '.join(terminating)}"
+        )
+        time.sleep(2)
 
 
 def delete_namespace(api: ApiClient, name: str) -> None:
