@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,6 +27,7 @@ from scheduler.cluster.binder import Binder, BindStatus
 from scheduler.cluster.client import ClientConfigError, ClientOptions, new_api_client
 from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.cluster.preemption import PreemptionExecutor
 from scheduler.config.effective import Profile as ProfileConfig
 from scheduler.config.effective import SchedulerConfig
 from scheduler.config.options import Options
@@ -33,7 +35,9 @@ from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
 from scheduler.core.framework import Store
 from scheduler.core.loop import BindOutcome, Scheduler
+from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
+from scheduler.core.preemption import Preemption
 from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
 from scheduler.logs import kv
@@ -57,9 +61,12 @@ SHUTDOWN_GRACE = 10.0
 PLUGIN_RESOURCES = {
     "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "InterPodAffinity": ("namespaces",),
+    "DefaultPreemption": ("poddisruptionbudgets",),
 }
 # Plugins that take part only through the queue or the binder (built-in here).
-NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder", "DefaultPreemption"})
+NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})
+PREEMPTION_WORKERS = 4
+"""Preemptions carried out at once (each evicts its victims one after the other)."""
 
 
 class Handle:
@@ -78,6 +85,8 @@ class Handle:
         self.api_client = api_client
         self.scheduler_name = scheduler_name
         self.metrics_registry = metrics_registry
+        self.framework: Profile | None = None
+        """The profile, once built (PostFilter runs its filters)."""
 
     def store(self, resource: str) -> Store:
         try:
@@ -86,16 +95,19 @@ class Handle:
             raise KeyError(f"no informer for {resource}; add it to scheduler.app.PLUGIN_RESOURCES") from None
 
 
-def build_profile(cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics) -> Profile:
+def build_profile(
+    cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics, nominator: Nominator
+) -> Profile:
     points = prof.plugins
     plugins = [
         build_plugin(name, prof.args_for(name), handle) for name in points.names() if name not in NOT_BUILT
     ]
-    return Profile(
+    profile = Profile(
         prof.scheduler_name,
         plugins,
         pre_filters=list(points.pre_filter),
         filters=list(points.filter),
+        post_filters=list(points.post_filter),
         pre_scores=list(points.pre_score),
         scores=list(prof.scores()),
         reserves=list(points.reserve),
@@ -103,15 +115,22 @@ def build_profile(cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, met
         post_binds=list(points.post_bind),
         percentage_of_nodes_to_score=cfg.percentage_for(prof),
         observe=metrics.extension_point_observer(prof.scheduler_name),
+        nominator=nominator,
     )
+    handle.framework = profile
+    return profile
 
 
 class KubeIO:
     """core.loop.ClusterIO over the API server. Pod conditions are written off the loop's thread."""
 
-    def __init__(self, binder: Binder, recorder: EventRecorder) -> None:
+    def __init__(
+        self, binder: Binder, recorder: EventRecorder, preemption: PreemptionExecutor, pods: Store
+    ) -> None:
         self.binder = binder
         self.recorder = recorder
+        self.preemption = preemption
+        self.pods = pods
         self._status = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pod-status")
 
     def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
@@ -125,17 +144,27 @@ class KubeIO:
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         self.recorder.scheduled(pod.pod, node, profile)
 
-    def unschedulable(self, pod: PodInfo, message: str, profile: str, reason: str) -> None:
+    def unschedulable(
+        self, pod: PodInfo, message: str, profile: str, reason: str, nominated_node: str | None = ""
+    ) -> None:
         self.recorder.failed_scheduling(pod.pod, message, profile)
-        self._status.submit(self._set_condition, pod, message, reason)
+        self._status.submit(self._set_condition, pod, message, reason, nominated_node)
 
-    def _set_condition(self, pod: PodInfo, message: str, reason: str) -> None:
+    def _set_condition(self, pod: PodInfo, message: str, reason: str, nominated_node: str | None) -> None:
+        # The informer's copy: the queued one may predate a nominatedNodeName written since.
+        raw = self.pods.get(pod.key)
+        if raw is None or raw["metadata"].get("uid") != pod.uid:
+            raw = pod.pod
         try:
-            self.binder.set_unschedulable(pod.pod, message, reason)
+            self.binder.set_unschedulable(raw, message, reason, nominated_node)
         except Exception:
             logger.exception("Updating the PodScheduled condition failed", extra=kv(pod=pod.key))
 
+    def preempt(self, preemption: Preemption, profile: str, done: Callable[[], None]) -> None:
+        self.preemption.preempt(preemption, profile, done)
+
     def stop(self) -> None:
+        self.preemption.stop()
         self._status.shutdown(wait=True, cancel_futures=False)
 
 
@@ -148,6 +177,9 @@ class LoopMetrics:
 
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None:
         self.m.pod_bound(attempts, sli_seconds)
+
+    def preemption(self, victims: int | None) -> None:
+        self.m.preemption_attempt(victims)
 
 
 class App:
@@ -212,12 +244,19 @@ class App:
         profiles = {}
         for prof in self.cfg.profiles:
             handle = Handle(self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry)
-            profiles[prof.scheduler_name] = build_profile(self.cfg, prof, handle, self.metrics)
+            profiles[prof.scheduler_name] = build_profile(
+                self.cfg, prof, handle, self.metrics, self.queue.nominator
+            )
         # Events have a client (so a rate limit) of their own, as kube-scheduler's eventClient:
         # at the default 50 QPS, sharing one would halve the binds and drop events.
         events_api = self._client(pool_maxsize=EVENT_WRITERS + 4, user_agent_suffix="events")
         self.recorder = EventRecorder(events_api, writers=EVENT_WRITERS)
-        self.io = KubeIO(Binder(self.api), self.recorder)
+        self.io = KubeIO(
+            Binder(self.api),
+            self.recorder,
+            PreemptionExecutor(self.api, self.recorder, workers=PREEMPTION_WORKERS),
+            stores["pods"],
+        )
         self.scheduler = Scheduler(
             self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics), bind_workers=BIND_WORKERS
         )

@@ -224,10 +224,12 @@ class Metrics:
 
         return observe
 
-    def preemption_attempt(self, victims: int) -> None:
-        """One preemption attempt that selected ``victims`` pods."""
+    def preemption_attempt(self, victims: int | None) -> None:
+        """One preemption attempt (``DefaultPreemption.PostFilter``); ``victims``: how many pods
+        it chose to evict, None when it chose no node (the histogram counts only preemptions)."""
         self.preemption_attempts.inc()
-        self.preemption_victims.observe(victims)
+        if victims is not None:
+            self.preemption_victims.observe(victims)
 
     # --- queue ---------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The scheduler's writes for one pod: the Binding, and the PodScheduled condition on failure.
+"""The scheduler's writes for one pod: the Binding, and the PodScheduled condition (and the
+nominated node) on failure.
 
 Binding goes through the ``pods/{name}/binding`` subresource as kube-scheduler's
 DefaultBinder does (``Pods(ns).Bind``), with the pod's UID as a precondition,
@@ -181,10 +182,17 @@ class Binder:
 
     # --- the PodScheduled condition ------------------------------------------------------
 
-    def set_unschedulable(self, pod: dict[str, Any], message: str, reason: str = "Unschedulable") -> bool:
+    def set_unschedulable(
+        self,
+        pod: dict[str, Any],
+        message: str,
+        reason: str = "Unschedulable",
+        nominated_node: str | None = None,
+    ) -> bool:
         """Write ``PodScheduled=False`` with ``reason``/``message`` on the pod's status, as
         kube-scheduler's ``updatePod``: only when status, reason or message differ from the
-        pod's current condition (``lastTransitionTime`` kept unless the status flips).
+        pod's current condition (``lastTransitionTime`` kept unless the status flips); and
+        ``status.nominatedNodeName`` when ``nominated_node`` is given and differs ("" clears it).
 
         ``pod`` is the raw pod the caller knows (the informer's). Returns True when a
         patch was sent; a pod that is gone is ignored (False). Other errors raise
@@ -192,11 +200,17 @@ class Binder:
         """
         meta = pod["metadata"]
         cond = unschedulable_condition(pod, message, reason)
-        if cond is None:
+        status: dict[str, Any] = {}
+        if cond is not None:
+            status["conditions"] = [cond]
+        current = (pod.get("status") or {}).get("nominatedNodeName") or ""
+        if nominated_node is not None and nominated_node != current:
+            status["nominatedNodeName"] = nominated_node or None  # null removes the field
+        if not status:
             return False
         patch = {
             "metadata": {"uid": meta.get("uid")} if meta.get("uid") else {},
-            "status": {"conditions": [cond]},
+            "status": status,
         }
         if not patch["metadata"]:
             del patch["metadata"]
@@ -232,6 +246,7 @@ class Binder:
                 conditionType="PodScheduled",
                 conditionStatus="False",
                 conditionReason=reason,
+                nominatedNodeName=status.get("nominatedNodeName", current),
             ),
         )
         return True

@@ -156,10 +156,18 @@ class EventRecorder:
     # --- producer side (any thread, never blocks) ------------------------------------------
 
     def event(
-        self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str, controller: str
+        self,
+        regarding: dict[str, Any],
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        controller: str,
+        related: dict[str, Any] | None = None,
     ) -> bool:
-        """Queue an event about ``regarding`` (a raw object); False if it was dropped."""
-        item = (regarding, type_, reason, action, truncate_note(note), controller, time.time())
+        """Queue an event about ``regarding`` (a raw object; ``related``: a second one, as the
+        preemptor of a ``Preempted`` event); False if it was dropped."""
+        item = (regarding, type_, reason, action, truncate_note(note), controller, time.time(), related)
         with self._idle:
             self._pending += 1
         try:
@@ -190,6 +198,22 @@ class EventRecorder:
 
     def failed_scheduling(self, pod: dict[str, Any], message: str, scheduler_name: str) -> bool:
         return self.event(pod, WARNING, "FailedScheduling", "Scheduling", message, scheduler_name)
+
+    def preempted(
+        self, victim: dict[str, Any], preemptor: dict[str, Any], node: str, scheduler_name: str
+    ) -> bool:
+        """``Preempted``/``Preempting`` about the victim, related to the preemptor (the executor's
+        ``PreemptPod``)."""
+        uid = preemptor["metadata"].get("uid")
+        return self.event(
+            victim,
+            NORMAL,
+            "Preempted",
+            "Preempting",
+            f"Preempted by pod {uid} on node {node}",
+            scheduler_name,
+            related=preemptor,
+        )
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -266,6 +290,7 @@ class EventRecorder:
         note: str,
         controller: str,
         at: float,
+        related: dict[str, Any] | None = None,
     ) -> None:
         ref = pod_reference(regarding) if regarding.get("kind", "Pod") == "Pod" else regarding
         key = (ref.get("namespace"), ref.get("name"), ref.get("uid"), type_, reason, action, controller, note)
@@ -295,6 +320,8 @@ class EventRecorder:
             "note": note,
             "type": type_,
         }
+        if related is not None:
+            body["related"] = pod_reference(related) if related.get("kind", "Pod") == "Pod" else related
         try:
             call_with_retries(
                 lambda: api_request(

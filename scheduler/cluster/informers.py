@@ -87,6 +87,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource("persistentvolumeclaims", "/api/v1/persisten
 PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", False)
 STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
 CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
+POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", True)
 
 RESOURCES = {
     r.plural: r
@@ -98,6 +99,7 @@ RESOURCES = {
         PERSISTENT_VOLUMES,
         STORAGE_CLASSES,
         CSI_NODES,
+        POD_DISRUPTION_BUDGETS,
     )
 }
 

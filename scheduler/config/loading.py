@@ -23,7 +23,7 @@ from scheduler.config.effective import Profile, SchedulerConfig
 from scheduler.config.errors import ConfigError
 from scheduler.config.expansion import check_names, expand, merge_plugins, warn_not_implemented
 from scheduler.config.pluginargs import ARGS_TYPES, decode_args, has_required_fields
-from scheduler.config.registry import NOT_IMPLEMENTED, PLUGIN_POINTS, PREEMPTION_PLUGIN, default_plugins
+from scheduler.config.registry import NOT_IMPLEMENTED, PLUGIN_POINTS, default_plugins
 from scheduler.config.types import (
     API_VERSION,
     API_VERSIONS,
@@ -32,7 +32,6 @@ from scheduler.config.types import (
     KubeSchedulerConfiguration,
     ProfileConfig,
 )
-from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
 
@@ -165,12 +164,6 @@ def _effective(raw: KubeSchedulerConfiguration) -> SchedulerConfig:
         names[name] = i
         profiles.append(_profile(pc, name, path, warned))
     _check_common_queue_sort(profiles)
-    if any(PREEMPTION_PLUGIN in p.plugins.post_filter for p in profiles):
-        logger.warning(
-            "DefaultPreemption is enabled but preemption is not implemented; "
-            "pods that fit no node stay pending until one frees up",
-            extra=kv(plugin=PREEMPTION_PLUGIN),
-        )
     contention = raw.enable_contention_profiling
     return SchedulerConfig(
         profiles=tuple(profiles),

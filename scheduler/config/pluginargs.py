@@ -224,7 +224,7 @@ class VolumeBindingArgs:
 
 @dataclass(frozen=True)
 class DefaultPreemptionArgs:
-    """Accepted for compatibility: preemption itself is not implemented."""
+    """How many nodes preemption tries: ``max(percentage% of them, absolute)`` (at most all)."""
 
     min_candidate_nodes_percentage: int = yaml_field(10, check=between(0, 100))
     min_candidate_nodes_absolute: int = yaml_field(100, check=at_least(0))

@@ -37,9 +37,6 @@ NOT_IMPLEMENTED: frozenset[str] = frozenset(
 )
 """kube-scheduler plugins a configuration may name; they are dropped with a warning."""
 
-PREEMPTION_PLUGIN = "DefaultPreemption"
-"""Accepted at postFilter, but preemption is not implemented (a warning at start)."""
-
 _KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),

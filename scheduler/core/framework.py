@@ -21,6 +21,15 @@ enables them. Conventions, chosen for speed on the hot path:
 - ``reserve``/``unreserve`` run in the scheduling cycle, ``pre_bind`` and
   ``post_bind`` in the binding cycle (another thread), so they must not touch
   the cycle's snapshot.
+- A PreFilter plugin whose state counts other pods (pod affinity, topology
+  spread) also has ``add_pod``/``remove_pod`` (kube-scheduler's
+  PreFilterExtensions): they update that state as if a pod were added to or
+  removed from a node, on a *clone* of the cycle state
+  (:meth:`CycleState.clone`), for nominated pods and for preemption's
+  what-if runs. A plugin's state object that those methods change has a
+  ``clone()``; other state is shared between clones and must not change.
+- ``post_filter`` runs when no node fits (DefaultPreemption): it may return a
+  :class:`PostFilterResult` that nominates a node.
 
 Plugins are built once per profile by ``Factory(args, handle)``, where
 ``args`` is the plugin's typed arguments (or ``None``) and ``handle`` gives
@@ -92,7 +101,32 @@ class PreFilterResult:
 class CycleState(dict[str, Any]):
     """Data a plugin keeps from one extension point to the next, for one pod's cycle.
 
-    Keys are plugin names (or ``"<plugin>/<what>"``)."""
+    Keys are plugin names (or ``"<plugin>/<what>"``). ``skip_filter`` names the
+    plugins whose PreFilter returned SKIP: their Filter (and their
+    ``add_pod``/``remove_pod``) does not run this cycle."""
+
+    skip_filter: frozenset[str] = frozenset()
+
+    def clone(self) -> CycleState:
+        """A copy whose values with a ``clone()`` are cloned (``CycleState.Clone``)."""
+        out = CycleState()
+        for k, v in self.items():
+            clone = getattr(v, "clone", None)
+            out[k] = clone() if callable(clone) else v
+        out.skip_filter = self.skip_filter
+        return out
+
+
+class NodeStatuses(Protocol):
+    """Why each node was rejected in the cycle that failed (``NodeToStatusReader``)."""
+
+    def get(self, node: str) -> Status:
+        """The node's status; nodes not evaluated get the status of absent nodes."""
+        ...
+
+    def nodes_with(self, code: Code) -> list[NodeInfo]:
+        """The snapshot's nodes whose status has ``code``."""
+        ...
 
 
 class Snapshot(Protocol):
@@ -111,6 +145,24 @@ class Store(Protocol):
     def list(self) -> list[dict[str, Any]]: ...
 
 
+class Framework(Protocol):
+    """What a PostFilter plugin may run of its profile (kube-scheduler's ``framework.Handle``)."""
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """Every filter on ``node``, with and without the higher-priority pods nominated to it."""
+        ...
+
+    def run_add_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+    ) -> Status | None: ...
+    def run_remove_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+    ) -> Status | None: ...
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]: ...
+    def nominated_node(self, pod: PodInfo) -> str: ...
+
+
 class Handle(Protocol):
     """What a plugin may use besides its arguments."""
 
@@ -118,8 +170,13 @@ class Handle(Protocol):
     def snapshot(self) -> Snapshot: ...
 
     def store(self, resource: str) -> Store:
-        """The store of ``persistentvolumeclaims``, ``persistentvolumes``,
-        ``storageclasses``, ``csinodes`` or ``namespaces``."""
+        """The store of ``pods``, ``persistentvolumeclaims``, ``persistentvolumes``,
+        ``storageclasses``, ``csinodes``, ``namespaces`` or ``poddisruptionbudgets``."""
+        ...
+
+    @property
+    def framework(self) -> Framework:
+        """The profile the plugin runs in (for PostFilter's what-if runs)."""
         ...
 
     @property
@@ -145,6 +202,34 @@ class PreFilterPlugin(Protocol):
 @runtime_checkable
 class FilterPlugin(Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    """``add_pod``/``remove_pod`` on a cloned state: as if ``other`` were added to / removed
+    from ``node`` (``PreFilterExtensions``). ``node`` already reflects the change."""
+
+    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None: ...
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+    ) -> Status | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """What PostFilter decided: the node to nominate ("" clears a nomination) and the
+    preemption to carry out (``Any``: the plugin's own record, which the loop hands to
+    ``ClusterIO.preempt``)."""
+
+    nominated_node: str
+    preemption: Any = None
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatuses
+    ) -> tuple[PostFilterResult | None, Status]: ...
 
 
 @runtime_checkable

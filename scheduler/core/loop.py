@@ -1,10 +1,18 @@
-"""The scheduling loop: pop → filter → score → assume → reserve → (bind in the background) → post-bind.
+"""The scheduling loop: pop → filter → score → (preempt) → assume → reserve → (bind in the background) → post-bind.
 
 One thread runs scheduling cycles, one pod at a time, holding the cache lock
 for the cycle; binds (PreBind, the Binding call, PostBind) run concurrently
 on a thread pool, so the API server's latency does not stall the loop. What
-talks to the API server (binding, events, pod conditions) is behind
-:class:`ClusterIO`, so the loop itself has no I/O.
+talks to the API server (binding, events, pod conditions, evicting the
+victims of a preemption) is behind :class:`ClusterIO`, so the loop itself
+has no I/O.
+
+When no node fits, the profile's PostFilter (DefaultPreemption) may choose
+a node and victims: the pod is nominated to that node at once (so the next
+cycles leave the room to it), ``status.nominatedNodeName`` is written with
+the FailedScheduling condition, and the victims are evicted in the
+background, as kube-scheduler's asynchronous preemption. Until that is
+done the pod is not scheduled again; then it is retried at once.
 """
 
 from __future__ import annotations
@@ -13,13 +21,16 @@ import enum
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from scheduler.core.cache import Cache
+from scheduler.core.filtering import FitError, SchedulingError
 from scheduler.core.framework import CycleState
 from scheduler.core.podinfo import PodInfo
-from scheduler.core.profile import FitError, Profile, SchedulingError
+from scheduler.core.preemption import Preemption
+from scheduler.core.profile import Profile
 from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.logs import V, kv
 
@@ -42,15 +53,25 @@ class ClusterIO(Protocol):
         """The ``Scheduled`` event."""
         ...
 
-    def unschedulable(self, pod: PodInfo, message: str, profile: str, reason: str) -> None:
+    def unschedulable(
+        self, pod: PodInfo, message: str, profile: str, reason: str, nominated_node: str | None = ""
+    ) -> None:
         """The ``FailedScheduling`` event and the ``PodScheduled=False`` condition
-        (reason ``Unschedulable`` or ``SchedulerError``)."""
+        (reason ``Unschedulable`` or ``SchedulerError``), and ``status.nominatedNodeName``:
+        set to ``nominated_node``, cleared for "", left as it is for None."""
+        ...
+
+    def preempt(self, preemption: Preemption, profile: str, done: Callable[[], None]) -> None:
+        """Carry out ``preemption`` in the background; call ``done`` when it is over."""
         ...
 
 
 class LoopMetrics(Protocol):
     def attempt(self, result: str, profile: str, seconds: float) -> None: ...
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None: ...
+    def preemption(self, victims: int | None) -> None:
+        """A preemption attempt; ``victims``: how many it chose to evict (None: it chose no node)."""
+        ...
 
 
 class _NoMetrics:
@@ -58,6 +79,9 @@ class _NoMetrics:
         return None
 
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None:
+        return None
+
+    def preemption(self, victims: int | None) -> None:
         return None
 
 
@@ -79,6 +103,9 @@ class Scheduler:
         self._binds = ThreadPoolExecutor(max_workers=bind_workers, thread_name_prefix="bind")
         self._inflight_binds = 0
         self._idle = threading.Condition()
+        self._preempting: set[str] = set()
+        """Pods whose victims are being evicted (``Executor.IsPodRunningPreemption``)."""
+        self._preempting_lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
         """Schedule until ``stop`` is set (or the queue is closed)."""
@@ -105,6 +132,13 @@ class Scheduler:
             # Not ours (any more), or already assumed/bound: nothing to do.
             self.queue.done(qp)
             return
+        with self._preempting_lock:
+            preempting = pi.uid in self._preempting
+        if preempting:
+            # DefaultPreemption's PreEnqueue: not before its victims are on their way out.
+            logger.log(V(4), "Waiting for the preemption for this pod to be finished", extra=kv(pod=pi.key))
+            self.queue.requeue(qp, frozenset({"DefaultPreemption"}), nominate=None)
+            return
         logger.log(V(3), "Attempting to schedule pod", extra=kv(pod=pi.key))
         start = time.perf_counter()
         state = CycleState()
@@ -112,13 +146,14 @@ class Scheduler:
             try:
                 result = profile.schedule(state, pi, self.cache)
             except FitError as e:
-                self._failed(qp, profile, start, e.message(), "Unschedulable", e.unschedulable_plugins())
+                self._no_fit(qp, profile, state, start, e)
                 return
             except SchedulingError as e:
                 self._failed(qp, profile, start, str(e), "SchedulerError", error=True)
                 return
             node = result.node
             self.cache.assume(pi, node)
+            self.queue.nominator.delete(pi.uid)
             st = profile.reserve(state, pi, node)
             if st is not None:
                 self.cache.forget(pi)
@@ -193,6 +228,42 @@ class Scheduler:
                 self._inflight_binds -= 1
                 self._idle.notify_all()
 
+    def _no_fit(self, qp: QueuedPod, profile: Profile, state: CycleState, start: float, e: FitError) -> None:
+        """No node fits: PostFilter (preemption) may nominate one; then wait (cache locked)."""
+        pi = qp.pod
+        nominate: str | None = ""  # no PostFilter: clear a nomination (clearNominatedNode)
+        preemption: Preemption | None = None
+        if profile.post_filters:
+            result, st = profile.run_post_filter(state, pi, e, self.cache)
+            e.post_filter_message = st.message()
+            nominate = None if result is None else result.nominated_node
+            preemption = None if result is None else result.preemption
+            self.metrics.preemption(len(preemption.victims) if isinstance(preemption, Preemption) else None)
+        if isinstance(preemption, Preemption):
+            for other in preemption.clear_nominations:
+                self.queue.nominator.delete(other.uid)
+            with self._preempting_lock:
+                self._preempting.add(pi.uid)
+            logger.info(
+                "Preempting",
+                extra=kv(pod=pi.key, node=preemption.node, victims=[v.key for v in preemption.victims]),
+            )
+        self._failed(
+            qp, profile, start, e.message(), "Unschedulable", e.unschedulable_plugins(), nominate=nominate
+        )
+        if isinstance(preemption, Preemption):
+            try:
+                self.io.preempt(preemption, profile.name, lambda: self._preempted(pi.uid))
+            except Exception:
+                logger.exception("Starting the preemption failed", extra=kv(pod=pi.key))
+                self._preempted(pi.uid)
+
+    def _preempted(self, uid: str) -> None:
+        """The victims are marked and deleted (or that failed): the preemptor may go again."""
+        with self._preempting_lock:
+            self._preempting.discard(uid)
+        self.queue.activate(uid)
+
     def _undo(self, qp: QueuedPod, profile: Profile, state: CycleState, node: str) -> None:
         with self.cache.lock:
             profile.unreserve(state, qp.pod, node)
@@ -207,7 +278,10 @@ class Scheduler:
         reason: str,
         plugins: frozenset[str] = frozenset(),
         error: bool = False,
+        nominate: str | None = "",
     ) -> None:
+        """Requeue the pod and report why; ``nominate``: the node to nominate it to, ""
+        to clear its nomination, None to keep it (as ``NominatingInfo`` modes)."""
         pi = qp.pod
         result = "error" if error else "unschedulable"
         self.metrics.attempt(result, profile.name, time.perf_counter() - start)
@@ -215,11 +289,16 @@ class Scheduler:
             logger.error("Error scheduling pod; retrying", extra=kv(pod=pi.key, err=message))
         else:
             logger.info("Unable to schedule pod; waiting", extra=kv(pod=pi.key, reason=message))
-        self.queue.requeue(qp, plugins, error=error)
+        self.queue.requeue(qp, plugins, error=error, nominate=nominate)
         try:
-            self.io.unschedulable(pi, message, profile.name, reason)
+            self.io.unschedulable(pi, message, profile.name, reason, nominate)
         except Exception:
             logger.exception("Recording the scheduling failure failed", extra=kv(pod=pi.key))
+
+    def preempting(self) -> int:
+        """How many pods have a preemption being carried out."""
+        with self._preempting_lock:
+            return len(self._preempting)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no bind is in flight (for shutdown and tests)."""

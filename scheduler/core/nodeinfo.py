@@ -96,6 +96,30 @@ class NodeInfo:
         self._changed()
         return pi
 
+    def clone(self) -> NodeInfo:
+        """A copy to add pods to or remove pods from (``NodeInfo.Snapshot``), for what-if runs.
+
+        The Node object and what is derived from it alone (``node_memo``) are shared; the
+        pods, their sums and ``memo`` are the copy's own, so nothing done to it reaches the
+        cache or the memos of the original."""
+        c = NodeInfo.__new__(NodeInfo)
+        c.name = self.name
+        c.node = self.node
+        c.labels = self.labels
+        c.taints = self.taints
+        c.unschedulable = self.unschedulable
+        c.allocatable = self.allocatable
+        c.pods = dict(self.pods)
+        c.requested = self.requested.copy()
+        c.non_zero_requested = self.non_zero_requested.copy()
+        c.used_ports = Counter(self.used_ports)
+        c.pods_with_affinity = dict(self.pods_with_affinity)
+        c.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+        c.generation = self.generation
+        c.memo = {}
+        c.node_memo = self.node_memo
+        return c
+
     def internal_ip(self) -> str:
         for addr in ((self.node or {}).get("status") or {}).get("addresses") or ():
             if addr.get("type") == "InternalIP":

@@ -1,16 +1,20 @@
 """One scheduling profile: its plugins in order, and the algorithm of one cycle.
 
-``Profile.schedule`` is kube-scheduler's ``schedulePod``: PreFilter, then
-Filter over the nodes starting where the previous cycle stopped, stopping once
-enough feasible nodes were found (``percentageOfNodesToScore``), then PreScore
-and weighted Score, and the best node, ties broken at random.
+``Profile.schedule`` is kube-scheduler's ``schedulePod``: PreFilter; a pod
+nominated to a node (its preemption made room there) tries that node first,
+alone; then Filter over the nodes (:mod:`scheduler.core.filtering`: from
+where the previous cycle stopped, until enough fit, nominated pods counted),
+PreScore and weighted Score, and the best node, ties broken at random.
 
-Filter and Score run one plugin over a list of nodes at a time
-(``filter_nodes``/``score_nodes`` where a plugin has them, else its per-node
-method in a loop): with a thousand nodes, a call per node and plugin was a
-large part of a cycle's cost in Python. Filtering takes the nodes in chunks
-of as many as are still wanted, so it stops where a node-by-node search
-would have stopped and evaluates the same nodes.
+Score runs one plugin over the list of feasible nodes at a time
+(``score_nodes`` where a plugin has it, else ``score`` in a loop): with a
+thousand nodes, a call per node and plugin was a large part of a cycle's
+cost in Python.
+
+When no node fits, PostFilter plugins run (``run_post_filter``): the
+DefaultPreemption plugin may nominate a node and name the pods to evict.
+The profile is also the ``framework.Framework`` those plugins run filters
+through.
 """
 
 from __future__ import annotations
@@ -19,21 +23,27 @@ import logging
 import operator
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from scheduler.core.filtering import (
+    Filtering,
+    FitError,
+    FitStatuses,
+    SchedulingError,
+)
 from scheduler.core.framework import (
-    BatchFilter,
     BatchScore,
     Code,
     CycleState,
     FilterPlugin,
     PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -42,66 +52,19 @@ from scheduler.core.framework import (
     ScorePlugin,
     Snapshot,
     Status,
-    filter_each,
 )
 from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.nominator import Nominator, nominated_node_name
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
-
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-MIN_FILTER_CHUNK = 32
-"""Nodes filtered per batch at least: near the end of a search fewer are wanted; filtering a
-few more and dropping them beats many calls over one node each."""
-NO_NODES_MSG = "no nodes available to schedule pods"
 
 _BY_LIST, _BY_NAME = "list", "name"
 """How a score plugin normalizes: ``normalize_score_list`` or ``normalize_scores``."""
 
 Observer = Callable[[str, str, float], None]
 """observe(extension_point, status, seconds), for the extension-point duration metric."""
-
-
-class SchedulingError(Exception):
-    """A plugin failed (not "the pod does not fit"): the pod backs off and is retried."""
-
-    def __init__(self, plugin: str, message: str) -> None:
-        super().__init__(f"running {plugin}: {message}")
-        self.plugin = plugin
-
-
-@dataclass
-class FitError(Exception):
-    """No node fits; ``message()`` is the FailedScheduling text users see."""
-
-    num_all_nodes: int
-    statuses: dict[str, tuple[str, Status]] = field(default_factory=dict)
-    """node name -> (plugin, status) of the filter that rejected it."""
-    pre_filter: tuple[str, Status] | None = None
-
-    def message(self) -> str:
-        if self.num_all_nodes == 0:
-            return NO_NODES_MSG
-        head = f"0/{self.num_all_nodes} nodes are available:"
-        if self.pre_filter is not None:
-            return f"{head} {self.pre_filter[1].message()}."
-        histogram: Counter[str] = Counter()
-        for _, st in self.statuses.values():
-            for reason in st.reasons:
-                histogram[reason] += 1
-        parts = sorted(f"{n} {reason}" for reason, n in histogram.items())
-        return f"{head} {', '.join(parts)}."
-
-    def unschedulable_plugins(self) -> frozenset[str]:
-        plugins = {p for p, _ in self.statuses.values()}
-        if self.pre_filter is not None:
-            plugins.add(self.pre_filter[0])
-        return frozenset(plugins)
-
-    def __str__(self) -> str:
-        return self.message()
 
 
 @dataclass(slots=True)
@@ -111,31 +74,8 @@ class ScheduleResult:
     feasible: int
 
 
-def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
-    """kube-scheduler's sampling: all nodes below 100, else a percentage (adaptive when 0)."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    adaptive = percentage
-    if adaptive <= 0:
-        adaptive = 50 - num_all_nodes // 125
-        if adaptive < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
-            adaptive = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
-    if adaptive >= 100:
-        return num_all_nodes
-    n = num_all_nodes * adaptive // 100
-    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
-
-
 def _noop_observer(point: str, status: str, seconds: float) -> None:
     return None
-
-
-def filter_nodes_of(plugin: Any) -> BatchFilter:
-    """The plugin's ``filter_nodes``, or its ``filter`` run over the nodes."""
-    batch = getattr(plugin, "filter_nodes", None)
-    if callable(batch):
-        return batch  # type: ignore[no-any-return]
-    return partial(filter_each, plugin.filter)
 
 
 def score_nodes_of(plugin: Any) -> BatchScore:
@@ -163,12 +103,14 @@ class Profile:
         pre_filters: Sequence[str] | None = None,
         pre_scores: Sequence[str] | None = None,
         scores: Sequence[tuple[str, int]] = (),
+        post_filters: Sequence[str] = (),
         reserves: Sequence[str] = (),
         pre_binds: Sequence[str] = (),
         post_binds: Sequence[str] = (),
         percentage_of_nodes_to_score: int = 0,
         observe: Observer | None = None,
         rng: random.Random | None = None,
+        nominator: Nominator | None = None,
     ) -> None:
         """``plugins`` are the built plugin objects; the other lists name, per
         extension point, which of them run there, in order (as configured)."""
@@ -195,7 +137,7 @@ class Profile:
         self.scores: list[tuple[Any, int]] = [
             (by_name[n], w) for n, w in scores if isinstance(by_name[n], ScorePlugin)
         ]
-        self._filter_nodes = [(p.name, filter_nodes_of(p)) for p in self.filters]
+        self.post_filters: list[Any] = pick(post_filters, PostFilterPlugin)
         self._score_nodes = [(p, w, score_nodes_of(p)) for p, w in self.scores]
         # isinstance against a runtime-checkable Protocol is slow: decided once, not per pod.
         self._normalizes = {
@@ -206,10 +148,15 @@ class Profile:
         self.reserves: list[Any] = pick(reserves, ReservePlugin)
         self.pre_binds: list[Any] = pick(pre_binds, PreBindPlugin)
         self.post_binds: list[Any] = pick(post_binds, PostBindPlugin)
-        self.percentage = percentage_of_nodes_to_score
         self.observe = observe or _noop_observer
         self._rng = rng or random.Random()
-        self._next_start = 0
+        self.nominator = nominator if nominator is not None else Nominator()
+        self.filtering = Filtering(
+            self.filters,
+            [p for p in self.pre_filters if isinstance(p, PreFilterExtensions)],
+            self.nominator,
+            percentage_of_nodes_to_score,
+        )
 
     # --- the scheduling cycle ---------------------------------------------------
 
@@ -221,10 +168,27 @@ class Profile:
 
         t0 = time.perf_counter()
         skip_filter, allowed = self._run_pre_filter(state, pod, snapshot, len(all_nodes))
+        state.skip_filter = frozenset(skip_filter)
         t1 = time.perf_counter()
         self.observe("PreFilter", "Success", t1 - t0)
 
         statuses: dict[str, tuple[str, Status]] = {}
+        filtering = self.filtering
+        nominated = filtering.nominated_for(pod)
+        # A nominated node (a preemption made room there) is likely the only one that fits:
+        # it is tried first, alone (schedulePod's evaluateNominatedNode).
+        nnn = self.nominator.node_of(pod.uid) or nominated_node_name(pod)
+        if nnn:
+            ni = snapshot.get(nnn)
+            if ni is not None and (allowed is None or nnn in allowed[0]):
+                failed = filtering.filter_node(
+                    state, pod, ni, filtering.filters_for(skip_filter), nominated.get(nnn)
+                )
+                if failed is None:
+                    self.observe("Filter", "Success", time.perf_counter() - t1)
+                    return ScheduleResult(nnn, 1, 1)
+                statuses[nnn] = failed
+
         if allowed is not None:
             names, plugins = allowed
             reason = f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(plugins))}]"
@@ -238,7 +202,9 @@ class Profile:
         else:
             nodes = all_nodes
 
-        feasible = self._find_feasible(state, pod, nodes, len(all_nodes), statuses, skip_filter)
+        feasible = filtering.find_feasible(
+            state, pod, nodes, len(all_nodes), statuses, skip_filter, nominated
+        )
         t2 = time.perf_counter()
         self.observe("Filter", "Success", t2 - t1)
         if not feasible:
@@ -284,59 +250,62 @@ class Profile:
             raise FitError(num_nodes, pre_filter=(sorted(contributors)[0], st))
         return skip, (None if allowed is None else (allowed, contributors))
 
-    def _find_feasible(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        nodes: list[NodeInfo],
-        num_all: int,
-        statuses: dict[str, tuple[str, Status]],
-        skip: set[str],
-    ) -> list[NodeInfo]:
-        n = len(nodes)
-        if n == 0:
-            return []
-        want = num_feasible_nodes_to_find(self.percentage, num_all)
-        filters = [(name, f) for name, f in self._filter_nodes if name not in skip]
-        feasible: list[NodeInfo] = []
-        start = self._next_start % n
-        order = nodes[start:] + nodes[:start] if start else nodes
-        pos = 0
-        while pos < n and len(feasible) < want:
-            need = want - len(feasible)
-            chunk = order[pos : pos + max(need, MIN_FILTER_CHUNK)]
-            passed = chunk
-            for name, f in filters:
-                try:
-                    results = f(state, pod, passed)
-                except Exception as e:  # a plugin bug must not kill the loop
-                    logger.exception("Filter plugin failed", extra=kv(plugin=name, pod=pod.key))
-                    raise SchedulingError(name, str(e)) from e
-                if results is None:
-                    continue
-                kept = []
-                for ni, st in zip(passed, results, strict=True):
-                    if st is None:
-                        kept.append(ni)
-                    elif st.code == Code.ERROR:
-                        raise SchedulingError(name, st.message())
-                    else:
-                        statuses[ni.name] = (name, st)
-                passed = kept
-                if not passed:
-                    break
-            used = len(chunk)
-            if len(passed) > need:
-                # The search ends at the node that completes it: later ones don't count.
-                passed = passed[:need]
-                last = passed[-1]
-                used = next(i for i, ni in enumerate(chunk) if ni is last) + 1
-                for ni in chunk[used:]:
-                    statuses.pop(ni.name, None)
-            feasible.extend(passed)
-            pos += used
-        self._next_start = (start + pos) % n
-        return feasible
+    # --- framework.Framework, for PostFilter plugins -----------------------------------
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        return self.nominator.pods_for_node(node)
+
+    def nominated_node(self, pod: PodInfo) -> str:
+        """Where ``pod`` is nominated: in memory (the status write may lag), else its status."""
+        return self.nominator.node_of(pod.uid) or nominated_node_name(pod)
+
+    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return self.filtering.run_filters_with_nominated(state, pod, node)
+
+    def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
+        return self.filtering.run_extension("add_pod", state, pod, other, node)
+
+    def run_remove_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        return self.filtering.run_extension("remove_pod", state, pod, other, node)
+
+    # --- when no node fits -----------------------------------------------------------
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, fit: FitError, snapshot: Snapshot
+    ) -> tuple[PostFilterResult | None, Status]:
+        """The PostFilter plugins in order until one succeeds (``RunPostFilterPlugins``)."""
+        statuses = FitStatuses(fit, snapshot)
+        t0 = time.perf_counter()
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        final: Status | None = None
+        for p in self.post_filters:
+            try:
+                r, st = p.post_filter(state, pod, statuses)
+            except Exception as e:  # a plugin bug must not kill the loop
+                logger.exception("PostFilter plugin failed", extra=kv(plugin=p.name, pod=pod.key))
+                final, result = Status(Code.ERROR, (str(e),), p.name), None
+                break
+            if st.code == Code.SUCCESS:
+                final, result = st, r
+                break
+            if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                final, result = st.with_plugin(p.name), r
+                break
+            if not st.rejected:
+                final, result = Status(Code.ERROR, st.reasons, p.name), None
+                break
+            if r is not None:
+                result = r
+            reasons.extend(st.reasons)
+            rejector = rejector or p.name
+        if final is None:
+            final = Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
+        self.observe("PostFilter", final.code.name.title().replace("_", ""), time.perf_counter() - t0)
+        return result, final
 
     def _score(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> list[int]:
         """The weighted total per feasible node, in their order."""

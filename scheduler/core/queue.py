@@ -15,6 +15,9 @@ As kube-scheduler's PriorityQueue:
 
 A background thread (``run``) moves pods whose backoff has expired, and old
 unschedulable pods, to ``active``. ``pop`` blocks until a pod is ready.
+
+The queue also keeps the nominated pods (``nominator``), fed by the same
+adds, updates and deletes, as kube-scheduler's PriorityQueue does.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
 
@@ -74,18 +78,24 @@ class SchedulingQueue:
         self._deleted_in_flight: set[str] = set()
         self._move_cycle = 0  # bumped by every move_all
         self._pop_cycle: dict[str, int] = {}
+        self._activated: set[str] = set()  # activated while in flight
         self._closed = False
+        self.nominator = Nominator()
 
     # --- producers (informer threads) -----------------------------------------
 
     def add(self, pod: PodInfo) -> None:
         with self._cond:
-            if pod.uid in self._in_flight:
+            in_flight = self._in_flight.get(pod.uid)
+            if in_flight is not None:
+                self.nominator.update(self._latest.get(pod.uid) or in_flight.pod, pod)
                 self._latest[pod.uid] = pod
                 return
             if pod.uid in self._pods:
+                self.nominator.update(self._pods[pod.uid].pod, pod)
                 self._update_locked(pod)
                 return
+            self.nominator.nominate(pod)
             qp = QueuedPod(pod, self._clock())
             self._pods[pod.uid] = qp
             self._push_active(qp)
@@ -96,6 +106,7 @@ class SchedulingQueue:
 
     def delete(self, uid: str) -> None:
         with self._cond:
+            self.nominator.delete(uid)
             if uid in self._in_flight:
                 self._deleted_in_flight.add(uid)
                 self._latest.pop(uid, None)
@@ -128,6 +139,20 @@ class SchedulingQueue:
                 moved += 1
             logger.log(V(5), "Moved unschedulable pods", extra=kv(event=event, pods=moved))
             self._changed()
+
+    def activate(self, uid: str) -> None:
+        """Try ``uid`` again now, backoff or not (kube-scheduler's ``Activate``): a pod whose
+        preemption has just been carried out. A pod in flight is retried when it comes back."""
+        with self._cond:
+            if uid in self._in_flight:
+                self._activated.add(uid)
+                return
+            where = self._where.get(uid)
+            if where == UNSCHEDULABLE:
+                del self._unsched_since[uid]
+            if where in (UNSCHEDULABLE, BACKOFF):
+                self._push_active(self._pods[uid])
+                self._changed()
 
     # --- the scheduling loop ----------------------------------------------------
 
@@ -164,15 +189,25 @@ class SchedulingQueue:
             self._pop_cycle.pop(uid, None)
             self._latest.pop(uid, None)
             self._deleted_in_flight.discard(uid)
+            self._activated.discard(uid)
 
     def requeue(
-        self, qp: QueuedPod, unschedulable_plugins: frozenset[str] = frozenset(), error: bool = False
+        self,
+        qp: QueuedPod,
+        unschedulable_plugins: frozenset[str] = frozenset(),
+        error: bool = False,
+        nominate: str | None = "",
     ) -> None:
-        """The pod's cycle failed: back off, or park it until the cluster changes."""
+        """The pod's cycle failed: back off, or park it until the cluster changes.
+
+        ``nominate``: the node its preemption chose, "" to end its nomination (a failure
+        without one), None to keep the nomination it has (in memory, else its status's)."""
         with self._cond:
             uid = qp.pod.uid
             self._in_flight.pop(uid, None)
             popped_at = self._pop_cycle.pop(uid, self._move_cycle)
+            activated = uid in self._activated
+            self._activated.discard(uid)
             if uid in self._deleted_in_flight:
                 self._deleted_in_flight.discard(uid)
                 self._latest.pop(uid, None)
@@ -180,11 +215,14 @@ class SchedulingQueue:
             latest = self._latest.pop(uid, None)
             if latest is not None:
                 qp.pod = latest
+            if nominate is None:
+                nominate = self.nominator.node_of(uid) or None
+            self.nominator.nominate(qp.pod, nominate)
             qp.unschedulable_plugins = unschedulable_plugins
             qp.backoff_expiry = self._clock() + self.backoff_duration(qp.attempts)
             self._pods[uid] = qp
-            if latest is not None:
-                self._push_active(qp)  # it changed while in flight: retry now
+            if latest is not None or activated:
+                self._push_active(qp)  # it changed (or was activated) while in flight: retry now
             elif error or self._move_cycle > popped_at:
                 self._push_backoff(qp)
             else:

@@ -77,7 +77,7 @@ def _where(
 
 
 class _FilterState:
-    __slots__ = ("affinity", "anti_affinity", "incoming", "existing", "self_match")
+    __slots__ = ("affinity", "anti_affinity", "incoming", "existing", "self_match", "ns_labels", "own")
 
     def __init__(
         self,
@@ -86,14 +86,69 @@ class _FilterState:
         incoming: Counts,
         existing: Counts,
         self_match: bool,
+        ns_labels: dict[str, str] | None = None,
+        own: bool = False,
     ) -> None:
         self.affinity = affinity
         self.anti_affinity = anti_affinity
         self.incoming = incoming
         """(_AFF | _ANTI, topology key) -> domain -> existing pods matching the incoming pod's terms."""
         self.existing = existing
-        """topology key -> domains where existing pods' required anti-affinity selects the pod."""
+        """topology key -> domains where existing pods' required anti-affinity selects the pod.
+
+        Both maps may be the plugin's running sums, shared across cycles: only a clone's change."""
         self.self_match = self_match
+        self.ns_labels = ns_labels or {}
+        """The labels of the incoming pod's namespace (existing pods' namespaceSelectors)."""
+        self.own = own
+
+    def clone(self) -> _FilterState:
+        return _FilterState(
+            self.affinity,
+            self.anti_affinity,
+            {g: dict(by) for g, by in self.incoming.items()},
+            {g: dict(by) for g, by in self.existing.items()},
+            self.self_match,
+            self.ns_labels,
+            True,
+        )
+
+    def update_with_pod(self, pod: PodInfo, other: PodInfo, node: NodeInfo, delta: int) -> None:
+        """``updateWithPod``: the counts as if ``other`` were added to / removed from ``node``."""
+        if not self.own:
+            raise RuntimeError("InterPodAffinity: add_pod/remove_pod on a state that was not cloned")
+        found: list[tuple[Any, Any, int]] = []
+        labels = node.labels
+        if other.has_required_anti_affinity:
+            for t in pod_terms(other).required_anti_affinity:
+                if t.matches(pod.namespace, pod.labels, self.ns_labels):
+                    _where(t, labels, found, t.topology_key, 1)
+        for group, value, _ in found:
+            _bump(self.existing, group, value, delta)
+        found = []
+        if self.affinity and matches_all(self.affinity, other.namespace, other.labels):
+            for t in self.affinity:
+                _where(t, labels, found, (_AFF, t.topology_key), 1)
+        for t in self.anti_affinity:
+            if t.matches(other.namespace, other.labels, None):
+                _where(t, labels, found, (_ANTI, t.topology_key), 1)
+        for group, value, _ in found:
+            _bump(self.incoming, group, value, delta)
+
+
+def _bump(counts: Counts, group: Any, key: Any, delta: int) -> None:
+    """Add ``delta`` to ``counts[group][key]``; a count that reaches 0 is dropped, as the
+    filter reads a present key as "some pod matches here"."""
+    by_key = counts.get(group)
+    if by_key is None:
+        by_key = counts[group] = {}
+    n = by_key.get(key, 0) + delta
+    if n > 0:
+        by_key[key] = n
+    else:
+        by_key.pop(key, None)
+        if not by_key:
+            del counts[group]
 
 
 class InterPodAffinity:
@@ -166,8 +221,27 @@ class InterPodAffinity:
             anti = resolve_namespace_selectors(terms.required_anti_affinity, namespaces)
             incoming = self._incoming_counts(affinity, anti, snapshot.list())
         state[_FILTER_KEY] = _FilterState(
-            affinity, anti, incoming, existing, matches_all(affinity, pod.namespace, pod.labels)
+            affinity,
+            anti,
+            incoming,
+            existing,
+            matches_all(affinity, pod.namespace, pod.labels),
+            self._namespace_labels(pod.namespace),
         )
+        return None
+
+    # --- PreFilterExtensions ------------------------------------------------------
+
+    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
+        s: _FilterState | None = state.get(_FILTER_KEY)
+        if s is not None:
+            s.update_with_pod(pod, other, node, 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
+        s: _FilterState | None = state.get(_FILTER_KEY)
+        if s is not None:
+            s.update_with_pod(pod, other, node, -1)
         return None
 
     def _existing_anti_affinity(

@@ -200,7 +200,7 @@ class _PodConstraints:
 
 
 class _FilterState:
-    __slots__ = ("constraints", "counts", "minimums", "self_match")
+    __slots__ = ("constraints", "counts", "minimums", "self_match", "own")
 
     def __init__(
         self,
@@ -208,11 +208,28 @@ class _FilterState:
         counts: list[dict[str, int]],
         minimums: list[int],
         self_match: list[int],
+        own: bool = False,
     ) -> None:
         self.constraints = constraints
         self.counts = counts
+        """Per constraint, matching pods per domain; in PreFilter's state these are the
+        plugin's running sums, shared across cycles: only a clone's may change."""
         self.minimums = minimums
         self.self_match = self_match
+        self.own = own
+
+    def clone(self) -> _FilterState:
+        return _FilterState(
+            self.constraints, [dict(c) for c in self.counts], list(self.minimums), self.self_match, True
+        )
+
+    def update(self, i: int, domain: str, delta: int) -> None:
+        if not self.own:
+            raise RuntimeError("PodTopologySpread: add_pod/remove_pod on a state that was not cloned")
+        counts = self.counts[i]
+        counts[domain] = max(0, counts.get(domain, 0) + delta)
+        c = self.constraints[i]
+        self.minimums[i] = min(counts.values()) if counts and len(counts) >= c.min_domains else 0
 
 
 class _ScoreState:
@@ -410,6 +427,47 @@ class PodTopologySpread:
                 )
                 return unschedulable(ERR_CONSTRAINTS)
         return None
+
+    # --- PreFilterExtensions ------------------------------------------------------
+
+    def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
+        self._update_with_pod(state, pod, other, node, 1)
+        return None
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
+        self._update_with_pod(state, pod, other, node, -1)
+        return None
+
+    def _update_with_pod(
+        self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo, delta: int
+    ) -> None:
+        """``updateWithPod``: ``other`` counts (or no longer counts) in ``node``'s domains, if
+        the node passes the constraints' inclusion policies and ``other`` matches.
+
+        Pods being deleted or finished are skipped, as the counts of PreFilter skip them
+        (kube-scheduler's updateWithPod does not, and can then count one pod away twice)."""
+        s: _FilterState | None = state.get(_FILTER_KEY)
+        if s is None or other.namespace != pod.namespace or node.node is None:
+            return
+        if other.deleting or other.terminal:
+            return
+        labels = node.labels
+        if not all(c.topology_key in labels for c in s.constraints):
+            return
+        rna = required_node_affinity(pod)
+        tolerations = pod.spec.get("tolerations") or ()
+        for i, c in enumerate(s.constraints):
+            if c.selector is NOTHING or c.selector is EVERYTHING or not c.selector.matches(other.labels):
+                continue  # as _count: an empty selector counts nothing
+            if c.honor_affinity and not rna.empty and not rna.matches(labels, node.name):
+                continue
+            if (
+                c.honor_taints
+                and node.taints
+                and find_untolerated_taint(node.taints, tolerations) is not None
+            ):
+                continue
+            s.update(i, labels[c.topology_key], delta)
 
     # --- Score --------------------------------------------------------------------
 

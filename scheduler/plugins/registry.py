@@ -83,15 +83,6 @@ class DefaultBinder:
         pass
 
 
-class DefaultPreemption:
-    """Preemption is not implemented: unschedulable pods wait in the queue instead."""
-
-    name: ClassVar[str] = "DefaultPreemption"
-
-    def __init__(self, args: Any = None, handle: Any = None) -> None:
-        pass
-
-
 # ---------------------------------------------------------------------------
 # The registry
 
@@ -108,7 +99,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "VolumeBinding": "scheduler.plugins.volumebinding:VolumeBinding",
     "InterPodAffinity": "scheduler.plugins.interpodaffinity:InterPodAffinity",
     "PodTopologySpread": "scheduler.plugins.podtopologyspread:PodTopologySpread",
-    "DefaultPreemption": "scheduler.plugins.registry:DefaultPreemption",
+    "DefaultPreemption": "scheduler.plugins.defaultpreemption:DefaultPreemption",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

@@ -217,21 +217,16 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
         r.kv["plugin"]
         for r in caplog.records
         if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
-        and r.kv["plugin"] != "DefaultPreemption"
     ]  # type: ignore[attr-defined]
     assert sorted(warned) == ["DynamicResources", "ImageLocality", "NodeVolumeLimits", "VolumeZone"]
 
 
-def test_default_preemption_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    # DefaultPreemption is a plugin like any other now: nothing to warn about.
     caplog.set_level(logging.WARNING, logger="scheduler.config")
-    load("profiles: [{schedulerName: a}, {schedulerName: b}]\n")
-    assert [r.getMessage() for r in caplog.records].count(
-        "DefaultPreemption is enabled but preemption is not implemented; "
-        "pods that fit no node stay pending until one frees up"
-    ) == 1
-    caplog.clear()
-    load("profiles: [{plugins: {postFilter: {disabled: [{name: DefaultPreemption}]}}}]\n")
+    cfg = load("profiles: [{schedulerName: a}, {schedulerName: b}]\n")
     assert not caplog.records
+    assert all(p.plugins.post_filter == ("DefaultPreemption",) for p in cfg.profiles)
 
 
 @pytest.mark.parametrize(

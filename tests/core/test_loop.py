@@ -11,8 +11,10 @@ import pytest
 
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
-from scheduler.core.framework import unschedulable
+from scheduler.core.framework import Code, PostFilterResult, Status, unschedulable
 from scheduler.core.loop import BindOutcome, Scheduler
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.preemption import Preemption
 from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
 from tests.core.util import node, pod
@@ -33,6 +35,9 @@ class RecordingIO:
     def __init__(self, outcomes=None) -> None:
         self.bound: dict[str, str] = {}
         self.failures: list[tuple[str, str, str]] = []
+        self.nominations: list[tuple[str, str | None]] = []
+        self.preemptions: list = []
+        self.finish_preemption = None
         self.outcomes = list(outcomes or [])
         self.changed = threading.Condition()
 
@@ -47,10 +52,17 @@ class RecordingIO:
     def scheduled(self, p, node_name, profile):
         pass
 
-    def unschedulable(self, p, message, profile, reason):
+    def unschedulable(self, p, message, profile, reason, nominated_node=""):
         with self.changed:
             self.failures.append((p.key, message, reason))
+            self.nominations.append((p.key, nominated_node))
             self.changed.notify_all()
+
+    def preempt(self, preemption, profile, done):
+        with self.changed:
+            self.preemptions.append(preemption)
+            self.changed.notify_all()
+        self.finish_preemption = done
 
     def wait(self, pred, timeout=5.0):
         with self.changed:
@@ -130,3 +142,102 @@ def test_pods_of_other_schedulers_and_bound_pods_are_not_queued(env) -> None:
     handlers.on_pod_add(pod("bound", node="n9", cpu="1"))
     assert len(queue) == 0
     assert cache.dump()["nodes"] == {"n9": ["default/bound"]}
+
+
+class EvictLowest:
+    """A PostFilter that picks the first node with a pod of lower priority and evicts it
+    (the loop's handling of a preemption, apart from DefaultPreemption's choice)."""
+
+    name = "EvictLowest"
+
+    def __init__(self, cache, nominator) -> None:
+        self.cache = cache
+        self.nominator = nominator
+
+    def post_filter(self, state, p, statuses):
+        for ni in self.cache.list():
+            lower = [v for v in ni.pods.values() if v.priority < p.priority]
+            if lower:
+                handed_over = tuple(
+                    o for o in self.nominator.pods_for_node(ni.name) if o.priority < p.priority
+                )
+                preemption = Preemption(p, ni.name, (lower[0],), handed_over)
+                return PostFilterResult(ni.name, preemption), Status(Code.SUCCESS, ("preemption: evicting",))
+        return PostFilterResult(""), unschedulable("preemption: nothing to evict")
+
+
+@pytest.fixture
+def preempting_env():
+    cache, queue = Cache(), SchedulingQueue(initial_backoff=0.05, max_backoff=0.05)
+    handlers = EventHandlers(cache, queue, {"default-scheduler"})
+    io = RecordingIO()
+    prof = Profile(
+        "default-scheduler",
+        [CPUFit(), EvictLowest(cache, queue.nominator)],
+        filters=["CPUFit"],
+        post_filters=["EvictLowest"],
+        nominator=queue.nominator,
+    )
+    sched = Scheduler(cache, queue, {"default-scheduler": prof}, io, bind_workers=4)
+    stop = threading.Event()
+    t = threading.Thread(target=sched.run, args=(stop,), daemon=True)
+    t.start()
+    yield cache, queue, handlers, io, sched
+    stop.set()
+    sched.shutdown(2)
+    t.join(5)
+
+
+def test_preemption_nominates_and_waits_for_its_victims(preempting_env) -> None:
+    cache, queue, handlers, io, sched = preempting_env
+    handlers.on_node_add(node("n1", cpu="1"))
+    low = pod("low", cpu="1", node="n1", priority=1)
+    handlers.on_pod_add(low)
+    high = pod("high", cpu="1", priority=100)
+    handlers.on_pod_add(high)
+    io.wait(lambda: io.preemptions)
+    (p,) = io.preemptions
+    assert (p.preemptor.name, p.node, [v.name for v in p.victims]) == ("high", "n1", ["low"])
+    assert io.nominations[-1] == ("default/high", "n1")
+    assert io.failures[-1][1] == "0/1 nodes are available: 1 Insufficient cpu. preemption: evicting"
+    uid = high["metadata"]["uid"]
+    assert queue.nominator.node_of(uid) == "n1"
+
+    # Until the preemption is done, the pod is not tried again, whatever happens.
+    handlers.on_node_add(node("n2", cpu="1"))
+    queue.flush()
+    assert sched.wait_idle(5)
+    assert "default/high" not in io.bound and len(io.preemptions) == 1
+
+    # Done: the victim is gone; the pod goes at once, to its nominated node.
+    handlers.on_pod_delete(low)
+    io.finish_preemption()
+    io.wait(lambda: "default/high" in io.bound)
+    assert io.bound["default/high"] == "n1"
+    assert queue.nominator.node_of(uid) == ""
+
+
+def test_lower_priority_nominations_end_with_the_decision(preempting_env) -> None:
+    # At once, in memory: the pod's own status write may not have arrived yet.
+    cache, queue, handlers, io, sched = preempting_env
+    handlers.on_node_add(node("n1", cpu="1"))
+    handlers.on_pod_add(pod("low", cpu="1", node="n1", priority=1))
+    mid = PodInfo.from_pod(pod("mid", cpu="1", priority=50))
+    queue.nominator.nominate(mid, "n1")
+    handlers.on_pod_add(pod("high", cpu="1", priority=100))
+    io.wait(lambda: io.preemptions)
+    assert [o.name for o in io.preemptions[0].clear_nominations] == ["mid"]
+    assert queue.nominator.node_of(mid.uid) == ""
+
+
+def test_a_failure_without_postfilter_result_clears_the_nomination(preempting_env) -> None:
+    cache, queue, handlers, io, sched = preempting_env
+    handlers.on_node_add(node("n1", cpu="1"))
+    handlers.on_pod_add(pod("same", cpu="1", node="n1", priority=5))
+    p = pod("p", cpu="1", priority=5)
+    p["status"]["nominatedNodeName"] = "n1"  # from an earlier leader, say
+    handlers.on_pod_add(p)
+    io.wait(lambda: io.failures)
+    assert io.failures[-1][1].endswith("preemption: nothing to evict")
+    assert io.nominations[-1] == ("default/p", "")
+    assert queue.nominator.node_of(p["metadata"]["uid"]) == ""

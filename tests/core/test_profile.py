@@ -3,6 +3,7 @@ import random
 import pytest
 
 from scheduler.core.cache import Cache
+from scheduler.core.filtering import FitError, SchedulingError, num_feasible_nodes_to_find
 from scheduler.core.framework import (
     SKIP,
     CycleState,
@@ -11,7 +12,7 @@ from scheduler.core.framework import (
     default_normalize_list,
     unschedulable,
 )
-from scheduler.core.profile import FitError, Profile, SchedulingError, num_feasible_nodes_to_find
+from scheduler.core.profile import Profile
 from tests.core.util import node, pinfo
 
 
@@ -121,7 +122,7 @@ def test_filtering_stops_after_enough_feasible_nodes_and_rotates_the_start() -> 
             return 0
 
     prof2 = Profile("p", [f, Record()], filters=["F"], scores=[("R", 1)], percentage_of_nodes_to_score=10)
-    prof2._next_start = 100
+    prof2.filtering._next_start = 100
     prof2.schedule(CycleState(), pinfo("p"), c)
     assert r2_nodes and not (r2_nodes & seen_first), "the next cycle starts where the last one stopped"
 
@@ -179,7 +180,7 @@ def test_filtering_in_chunks_evaluates_the_nodes_a_node_by_node_search_would(sha
             if len(expected) > 1:
                 assert scored == expected, "the same nodes, in the same order"
         start = (start + processed) % 1000
-        assert prof._next_start == start
+        assert prof.filtering._next_start == start
 
 
 def test_pre_filter_skip_and_result() -> None:

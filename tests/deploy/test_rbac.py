@@ -7,11 +7,13 @@ Two sides, both against the real API server:
 - *nothing less*: as the ServiceAccount, the scheduler's own code does its work:
   the informers list and watch every resource of ``scheduler.cluster.informers``,
   the Binder binds and writes the PodScheduled condition, the EventRecorder
-  writes events, the LeaderElector takes, renews and releases the Lease.
+  writes events, the PreemptionExecutor marks and deletes a victim, the
+  LeaderElector takes, renews and releases the Lease.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +27,9 @@ from scheduler.cluster.client import api_request
 from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.informers import RESOURCES
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.cluster.preemption import PreemptionExecutor
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.preemption import Preemption
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.waiting import poll
 from tests.apiserver import ControlPlane
@@ -37,13 +42,14 @@ Rule = tuple[str, str, str, str]
 """(verb, apiGroup, resource, resourceName or "")."""
 
 CLUSTER_WIDE: set[Rule] = {
-    *{(v, "", "pods", "") for v in ("get", "list", "watch")},
+    *{(v, "", "pods", "") for v in ("get", "list", "watch", "delete")},
     *{
         (v, "", r, "")
         for v in ("list", "watch")
         for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
     },
     *{(v, "storage.k8s.io", r, "") for v in ("list", "watch") for r in ("csinodes", "storageclasses")},
+    *{(v, "policy", "poddisruptionbudgets", "") for v in ("list", "watch")},
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
     ("patch", "", "persistentvolumeclaims", ""),
@@ -148,6 +154,25 @@ def test_the_service_account_runs_the_schedulers_code(
             body={"series": {"count": 2, "lastObservedTime": ev["eventTime"]}},
             content_type="application/merge-patch+json",
         )
+        # preemption: a victim marked DisruptionTarget and deleted, a nomination cleared
+        c = make_pod(admin, ns, "c")
+        assert Binder(sa).bind(ns, "c", c.metadata.uid, node).bound
+        victim = PodInfo.from_pod(admin.sanitize_for_serialization(core.read_namespaced_pod("c", ns)))
+        b_raw = admin.sanitize_for_serialization(core.read_namespaced_pod("b", ns))
+        b_raw["status"]["nominatedNodeName"] = node  # as if written earlier
+        preemptor = PodInfo.from_pod(admin.sanitize_for_serialization(core.read_namespaced_pod("a", ns)))
+        recorder = EventRecorder(sa).start()
+        done = threading.Event()
+        executor = PreemptionExecutor(sa, recorder)
+        executor.preempt(Preemption(preemptor, node, (victim,), (PodInfo.from_pod(b_raw),)), "x", done.set)
+        assert done.wait(15)
+        executor.stop()
+        assert recorder.flush(10)
+        recorder.stop()
+        assert (recorder.stats.written, recorder.stats.failed) == (1, 0)
+        gone = core.read_namespaced_pod("c", ns)
+        assert gone.metadata.deletion_timestamp is not None  # no kubelet: it stays terminating
+        assert [c.type for c in gone.status.conditions or [] if c.type == "DisruptionTarget"]
     finally:
         core.delete_node(node)
     # leader election: take, renew, release the Lease named kube-scheduler
@@ -184,12 +209,19 @@ def test_and_nothing_else(apiserver: ControlPlane, admin: ApiClient, deployed: s
     sa = service_account_client(apiserver, ns, "dynamic-scheduler")
     refused = [
         ("GET", "/api/v1/nodes/any"),
-        ("DELETE", f"/api/v1/namespaces/{ns}/pods/any"),
+        ("DELETE", "/api/v1/nodes/any"),
+        ("PATCH", f"/api/v1/namespaces/{ns}/pods/any"),
         ("GET", "/api/v1/secrets"),
         ("PUT", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/another"),
         ("POST", f"/api/v1/namespaces/{ns}/events"),
     ]
     for method, path in refused:
         with pytest.raises(ApiException) as info:
-            api_request(sa, method, path, body={} if method in ("PUT", "POST") else None)
+            api_request(
+                sa,
+                method,
+                path,
+                body={} if method in ("PUT", "POST", "PATCH") else None,
+                content_type="application/merge-patch+json" if method == "PATCH" else None,
+            )
         assert info.value.status == 403, (method, path)

@@ -110,6 +110,7 @@ def make_pod(
     volumes: list[dict[str, Any]] | None = None,
     overhead: Mapping[str, Any] | None = None,
     priority: int | None = None,
+    preemption_policy: str | None = None,
     scheduler_name: str | None = None,
     scheduling_gates: Iterable[str] = (),
     owner_kind: str | None = None,
@@ -155,6 +156,7 @@ def make_pod(
         ("volumes", volumes),
         ("overhead", overhead),
         ("priority", priority),
+        ("preemptionPolicy", preemption_policy),
         ("schedulerName", scheduler_name),
     ):
         if value is not None:
