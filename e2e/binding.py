@@ -81,6 +81,17 @@ class Nodes:
         return (self.control_plane, *self.workers)
 
 
+def preemption_note(not_helpful: int, no_victims: int = 0) -> str:
+    """The end of a FailedScheduling message when preemption could not help: how many nodes
+    removing pods would not help, how many have no pod of lower priority (kube-scheduler's)."""
+    parts = []
+    if not_helpful:
+        parts.append(f"{not_helpful} Preemption is not helpful for scheduling")
+    if no_victims:
+        parts.append(f"{no_victims} No preemption victims found for incoming pod")
+    return f" preemption: 0/{not_helpful + no_victims} nodes are available: {', '.join(sorted(parts))}."
+
+
 def cluster_nodes(core: client.CoreV1Api) -> Nodes:
     nodes = core.list_node().items
     cps = sorted(n.metadata.name for n in nodes if CONTROL_PLANE_LABEL in (n.metadata.labels or {}))

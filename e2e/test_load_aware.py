@@ -313,7 +313,7 @@ def test_new_pods_avoid_a_worker_over_the_threshold(
     ev = b.wait_event(core, namespace, "only-hot", "FailedScheduling", 60)
     assert ev["message"] == (
         f"0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-        f"1 node(s) had {METRIC} above {threshold:g}, 1 {CONTROL_PLANE_TAINT}."
+        f"1 node(s) had {METRIC} above {threshold:g}, 1 {CONTROL_PLANE_TAINT}." + b.preemption_note(3)
     ), ev["message"]
     assert b.instance_pod(ev.get("reportingInstance") or "") == leader
     after = {n: round(v, 3) for n, v in prom_query(api, METRIC).items()}

@@ -87,6 +87,8 @@ def test_unschedulable_pod_gets_event_and_condition(sched, api, core, namespace,
     want = (
         "0/3 nodes are available: 1 node(s) had untolerated taint "
         "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+        # 1000 CPUs is more than any node has: removing pods cannot help anywhere
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     ev = poll("a FailedScheduling event", lambda: events_for(api, namespace, "big", "FailedScheduling"), 30)[
         0

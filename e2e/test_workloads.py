@@ -169,6 +169,7 @@ def test_required_anti_affinity_spreads_and_the_third_replica_waits(
     name = waiting[0]["metadata"]["name"]
     expected = (
         f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 node(s) didn't match pod anti-affinity rules."
+        + b.preemption_note(1, 2)
     )
     ev = b.wait_event(core, namespace, name, "FailedScheduling", 60)
     assert ev["message"] == expected
@@ -225,7 +226,7 @@ def test_taints_are_respected(
     assert ev["message"] == (
         f"0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
         f"1 node(s) had untolerated taint {{{taint['key']}: {taint['value']}}}, "
-        f"1 {CONTROL_PLANE_TAINT}."
+        f"1 {CONTROL_PLANE_TAINT}." + b.preemption_note(3)
     ), ev["message"]
     assert not b.is_bound(
         json.loads(core.read_namespaced_pod("pinned", namespace, _preload_content=False).data)
@@ -248,7 +249,10 @@ def test_a_pod_that_fits_nowhere_waits_then_binds_when_room_frees(
     for w in workers:
         wait_pod(core, namespace, f"hold-{w}", is_ready, "Ready (admitted by the kubelet)", 120)
     core.create_namespaced_pod(namespace, b.pod_body("big", test_image, cpu="400m"))
-    expected = f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 Insufficient cpu."
+    # The placeholders have the big pod's priority: nothing to preempt.
+    expected = f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 Insufficient cpu." + b.preemption_note(
+        1, 2
+    )
     ev = b.wait_event(core, namespace, "big", "FailedScheduling", 60)
     assert ev["message"] == expected
     assert b.instance_pod(ev.get("reportingInstance") or "") in ours
