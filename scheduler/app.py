@@ -251,10 +251,11 @@ class App:
         # at the default 50 QPS, sharing one would halve the binds and drop events.
         events_api = self._client(pool_maxsize=EVENT_WRITERS + 4, user_agent_suffix="events")
         self.recorder = EventRecorder(events_api, writers=EVENT_WRITERS)
+        binder = Binder(self.api)
         self.io = KubeIO(
-            Binder(self.api),
+            binder,
             self.recorder,
-            PreemptionExecutor(self.api, self.recorder, workers=PREEMPTION_WORKERS),
+            PreemptionExecutor(binder, self.recorder, workers=PREEMPTION_WORKERS),
             stores["pods"],
         )
         self.scheduler = Scheduler(

@@ -1,5 +1,5 @@
-"""The scheduler's writes for one pod: the Binding, and the PodScheduled condition (and the
-nominated node) on failure.
+"""The scheduler's writes for one pod: the Binding; its status (the PodScheduled condition and
+the nominated node on failure, a preemption victim's DisruptionTarget); a victim's delete.
 
 Binding goes through the ``pods/{name}/binding`` subresource as kube-scheduler's
 DefaultBinder does (``Pods(ns).Bind``), with the pod's UID as a precondition,
@@ -206,14 +206,30 @@ class Binder:
         current = (pod.get("status") or {}).get("nominatedNodeName") or ""
         if nominated_node is not None and nominated_node != current:
             status["nominatedNodeName"] = nominated_node or None  # null removes the field
-        if not status:
+        if not status or not self.patch_status(pod, status):
             return False
-        patch = {
-            "metadata": {"uid": meta.get("uid")} if meta.get("uid") else {},
-            "status": status,
-        }
-        if not patch["metadata"]:
-            del patch["metadata"]
+        logger.log(
+            V(3),
+            "Updated pod condition",
+            extra=kv(
+                pod=f"{meta['namespace']}/{meta['name']}",
+                conditionType="PodScheduled",
+                conditionStatus="False",
+                conditionReason=reason,
+                nominatedNodeName=status.get("nominatedNodeName", current),
+            ),
+        )
+        return True
+
+    def patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """A strategic merge patch of ``status`` onto the pod's, guarded by its UID. False when
+        the pod is gone (or was re-created under its name); other errors raise after retries."""
+        meta = pod["metadata"]
+        patch: dict[str, Any] = {"status": status}
+        if meta.get("uid"):
+            # The API server refuses to change metadata.uid (422 on that field): a pod
+            # re-created under the same name is not patched.
+            patch["metadata"] = {"uid": meta["uid"]}
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
         try:
             self._retrying(
@@ -228,27 +244,32 @@ class Binder:
                 "patch pod status",
             )
         except ApiException as e:
-            # The UID in the patch guards against a pod re-created under the same name:
-            # the API server refuses to change metadata.uid (422 on that field).
             if e.status in (404, 409) or (e.status == 422 and _uid_refused(e)):
                 logger.log(
                     V(3),
-                    "Pod gone before its condition was written",
+                    "Pod gone before its status was written",
                     extra=kv(pod=f"{meta['namespace']}/{meta['name']}", code=e.status),
                 )
                 return False
             raise
-        logger.log(
-            V(3),
-            "Updated pod condition",
-            extra=kv(
-                pod=f"{meta['namespace']}/{meta['name']}",
-                conditionType="PodScheduled",
-                conditionStatus="False",
-                conditionReason=reason,
-                nominatedNodeName=status.get("nominatedNodeName", current),
-            ),
-        )
+        return True
+
+    def delete(self, pod: dict[str, Any]) -> bool:
+        """Delete the pod with its own grace period (``util.DeletePod``), its UID as a
+        precondition. False when it is gone already; other errors raise after retries."""
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if meta.get("uid"):
+            body["preconditions"] = {"uid": meta["uid"]}
+        try:
+            self._retrying(
+                lambda: api_request(self.api, "DELETE", path, body=body, timeout=self.timeout), "delete pod"
+            )
+        except ApiException as e:
+            if e.status in (404, 409):  # 409: the precondition failed, another pod has the name
+                return False
+            raise
         return True
 
 
@@ -260,28 +281,41 @@ def _uid_refused(e: ApiException) -> bool:
     return any(c.get("field") == "metadata.uid" for c in causes)
 
 
-def unschedulable_condition(pod: dict[str, Any], message: str, reason: str) -> dict[str, Any] | None:
-    """The PodScheduled=False condition to write, or None when the pod has it already."""
-    conditions = (pod.get("status") or {}).get("conditions") or ()
-    old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+def pod_condition(pod: dict[str, Any], type_: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    """A condition to write on ``pod`` (``UpdatePodCondition``): now as its transition time
+    (kept from the pod's current one when the status does not change), and the pod's
+    generation as ``observedGeneration``."""
     cond: dict[str, Any] = {
-        "type": "PodScheduled",
-        "status": "False",
+        "type": type_,
+        "status": status,
         "reason": reason,
         "message": message,
-        "lastProbeTime": None,
         "lastTransitionTime": now_rfc3339(),
     }
+    old = current_condition(pod, type_)
+    if old is not None and old.get("status") == status:
+        cond["lastTransitionTime"] = old.get("lastTransitionTime") or cond["lastTransitionTime"]
     generation = pod["metadata"].get("generation")
     if generation:
         cond["observedGeneration"] = generation
-    if old is not None:
-        if old.get("status") == "False":
-            cond["lastTransitionTime"] = old.get("lastTransitionTime") or cond["lastTransitionTime"]
-        if (old.get("status"), old.get("reason"), old.get("message") or "") == (
-            "False",
-            reason,
-            message,
-        ) and not old.get("lastProbeTime"):
-            return None
+    return cond
+
+
+def current_condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def unschedulable_condition(pod: dict[str, Any], message: str, reason: str) -> dict[str, Any] | None:
+    """The PodScheduled=False condition to write, or None when the pod has it already."""
+    old = current_condition(pod, "PodScheduled")
+    cond = pod_condition(pod, "PodScheduled", "False", reason, message)
+    cond["lastProbeTime"] = None
+    unchanged = old is not None and (old.get("status"), old.get("reason"), old.get("message") or "") == (
+        "False",
+        reason,
+        message,
+    )
+    if unchanged and not old.get("lastProbeTime"):  # type: ignore[union-attr]
+        return None
     return cond

@@ -271,7 +271,7 @@ def test_basic_preemption(world: World) -> None:
     for name in ("mid-1", "mid-2", "mid-3"):
         assert not world.get(name)["metadata"].get("deletionTimestamp")
     note = world.failed_with("preemptor", "preemption:")
-    assert f"2 Insufficient {FOO}." in note
+    assert f"2 Insufficient {FOO}" in note, note
     assert note.endswith(
         f" preemption: found a potential placement for pod on node {n1}, preempting 1 victims"
     )
@@ -333,13 +333,20 @@ def test_preemption_policy_never(world: World) -> None:
     assert not world.get("polite")["status"].get("nominatedNodeName")
 
 
-def test_the_nominated_node_is_kept_for_the_preemptor(world: World) -> None:
-    n1 = world.node("a", 2)
-    world.pod("victim", 2, "low", node=n1)
+def victim_terminating_for(world: World, preemptor: str, priority: str) -> str:
+    """A node full with one low-priority pod, ``preemptor`` nominated to it, the victim
+    terminating (no kubelet ends it); the node's name."""
+    node = world.node("a", 2)
+    world.pod("victim", 2, "low", node=node)
     world.bound_to("victim")
-    world.pod("high", 2, "high")
-    assert world.nominated("high") == n1
+    world.pod(preemptor, 2, priority)
+    assert world.nominated(preemptor) == node
     world.terminating("victim")
+    return node
+
+
+def test_the_nominated_node_is_kept_for_the_preemptor(world: World) -> None:
+    n1 = victim_terminating_for(world, "high", "high")
     # While the victim terminates, the preemptor waits for it instead of preempting again,
     # and a lower-priority pod can neither take the room nor preempt for it.
     note = world.failed_with("high", "not eligible due to a terminating pod on the nominated node")
@@ -354,12 +361,7 @@ def test_the_nominated_node_is_kept_for_the_preemptor(world: World) -> None:
 
 
 def test_a_deleted_preemptor_gives_the_room_back(world: World) -> None:
-    n1 = world.node("a", 2)
-    world.pod("victim", 2, "low", node=n1)
-    world.bound_to("victim")
-    world.pod("high", 2, "high")
-    assert world.nominated("high") == n1
-    world.terminating("victim")
+    n1 = victim_terminating_for(world, "high", "high")
     world.pod("mid", 2, "mid-never")
     world.failed_with("mid", "preemption:")
     world.delete("high")
@@ -372,12 +374,7 @@ def test_a_deleted_preemptor_gives_the_room_back(world: World) -> None:
 
 
 def test_lower_priority_nominations_are_cleared(world: World) -> None:
-    n1 = world.node("a", 2)
-    world.pod("victim", 2, "low", node=n1)
-    world.bound_to("victim")
-    world.pod("mid", 2, "mid")
-    assert world.nominated("mid") == n1
-    world.terminating("victim")
+    n1 = victim_terminating_for(world, "mid", "mid")
     world.pod("high", 2, "high")
     # high preempts too (the victim again, already terminating: no second delete) and takes
     # the nomination over; mid's is cleared.

@@ -69,12 +69,10 @@ class RecordingIO:
             assert self.changed.wait_for(pred, timeout), "condition not reached before the deadline"
 
 
-@pytest.fixture
-def env():
-    cache, queue = Cache(), SchedulingQueue()
+def running(cache, queue, prof):
+    """The loop over ``prof`` in a thread: (cache, queue, handlers, io, scheduler), then stopped."""
     handlers = EventHandlers(cache, queue, {"default-scheduler"})
     io = RecordingIO()
-    prof = Profile("default-scheduler", [CPUFit()], filters=["CPUFit"])
     sched = Scheduler(cache, queue, {"default-scheduler": prof}, io, bind_workers=4)
     stop = threading.Event()
     t = threading.Thread(target=sched.run, args=(stop,), daemon=True)
@@ -83,6 +81,13 @@ def env():
     stop.set()
     sched.shutdown(2)
     t.join(5)
+
+
+@pytest.fixture
+def env():
+    yield from running(
+        Cache(), SchedulingQueue(), Profile("default-scheduler", [CPUFit()], filters=["CPUFit"])
+    )
 
 
 def test_binds_and_counts_assumed_pods(env) -> None:
@@ -169,8 +174,6 @@ class EvictLowest:
 @pytest.fixture
 def preempting_env():
     cache, queue = Cache(), SchedulingQueue(initial_backoff=0.05, max_backoff=0.05)
-    handlers = EventHandlers(cache, queue, {"default-scheduler"})
-    io = RecordingIO()
     prof = Profile(
         "default-scheduler",
         [CPUFit(), EvictLowest(cache, queue.nominator)],
@@ -178,14 +181,7 @@ def preempting_env():
         post_filters=["EvictLowest"],
         nominator=queue.nominator,
     )
-    sched = Scheduler(cache, queue, {"default-scheduler": prof}, io, bind_workers=4)
-    stop = threading.Event()
-    t = threading.Thread(target=sched.run, args=(stop,), daemon=True)
-    t.start()
-    yield cache, queue, handlers, io, sched
-    stop.set()
-    sched.shutdown(2)
-    t.join(5)
+    yield from running(cache, queue, prof)
 
 
 def test_preemption_nominates_and_waits_for_its_victims(preempting_env) -> None:

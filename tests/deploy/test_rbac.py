@@ -163,7 +163,7 @@ def test_the_service_account_runs_the_schedulers_code(
         preemptor = PodInfo.from_pod(admin.sanitize_for_serialization(core.read_namespaced_pod("a", ns)))
         recorder = EventRecorder(sa).start()
         done = threading.Event()
-        executor = PreemptionExecutor(sa, recorder)
+        executor = PreemptionExecutor(Binder(sa), recorder)
         executor.preempt(Preemption(preemptor, node, (victim,), (PodInfo.from_pod(b_raw),)), "x", done.set)
         assert done.wait(15)
         executor.stop()
