@@ -65,6 +65,7 @@ PLUGIN_RESOURCES = {
 }
 # Plugins that take part only through the queue or the binder (built-in here).
 NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})
+DYNAMIC = "Dynamic"
 PREEMPTION_WORKERS = 4
 """Preemptions carried out at once (each evicts its victims one after the other)."""
 
@@ -95,6 +96,21 @@ class Handle:
             raise KeyError(f"no informer for {resource}; add it to scheduler.app.PLUGIN_RESOURCES") from None
 
 
+def bind_counting(points: Any) -> tuple[list[str], list[str]]:
+    """Reserve and PostBind plugins, with Dynamic added where the configuration enables it
+    elsewhere only: its hot value counts this scheduler's binds there, and crane-scheduler's
+    configurations (filter and score only) leave it out, crane counting Scheduled events."""
+    reserves, post_binds = list(points.reserve), list(points.post_bind)
+    if DYNAMIC in points.names() and (DYNAMIC not in reserves or DYNAMIC not in post_binds):
+        logger.info(
+            "Dynamic counts this scheduler's binds for its hot value (at reserve and postBind)",
+            extra=kv(plugin=DYNAMIC),
+        )
+        reserves += [DYNAMIC] if DYNAMIC not in reserves else []
+        post_binds += [DYNAMIC] if DYNAMIC not in post_binds else []
+    return reserves, post_binds
+
+
 def build_profile(
     cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics, nominator: Nominator
 ) -> Profile:
@@ -102,6 +118,7 @@ def build_profile(
     plugins = [
         build_plugin(name, prof.args_for(name), handle) for name in points.names() if name not in NOT_BUILT
     ]
+    reserves, post_binds = bind_counting(points)
     profile = Profile(
         prof.scheduler_name,
         plugins,
@@ -110,9 +127,9 @@ def build_profile(
         post_filters=list(points.post_filter),
         pre_scores=list(points.pre_score),
         scores=list(prof.scores()),
-        reserves=list(points.reserve),
+        reserves=reserves,
         pre_binds=list(points.pre_bind),
-        post_binds=list(points.post_bind),
+        post_binds=post_binds,
         percentage_of_nodes_to_score=cfg.percentage_for(prof),
         observe=metrics.extension_point_observer(prof.scheduler_name),
         nominator=nominator,

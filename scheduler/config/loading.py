@@ -22,7 +22,7 @@ from scheduler.config.decode import decode, describe, join
 from scheduler.config.effective import Profile, SchedulerConfig
 from scheduler.config.errors import ConfigError
 from scheduler.config.expansion import check_names, expand, merge_plugins, warn_not_implemented
-from scheduler.config.pluginargs import ARGS_TYPES, decode_args, has_required_fields
+from scheduler.config.pluginargs import ARGS_TYPES, decode_args
 from scheduler.config.registry import NOT_IMPLEMENTED, PLUGIN_POINTS, default_plugins
 from scheduler.config.types import (
     API_VERSION,
@@ -136,10 +136,10 @@ def build_config(document: Any) -> SchedulerConfig:
                     "use --secure-port and --bind-address",
                 )
     raw = decode(KubeSchedulerConfiguration, body)
-    return _effective(raw)
+    return _effective(raw, version)
 
 
-def _effective(raw: KubeSchedulerConfiguration) -> SchedulerConfig:
+def _effective(raw: KubeSchedulerConfiguration, version: str = API_VERSION) -> SchedulerConfig:
     profiles_raw = raw.profiles or (ProfileConfig(),)
     warned: set[str] = set()
     profiles: list[Profile] = []
@@ -162,7 +162,7 @@ def _effective(raw: KubeSchedulerConfiguration) -> SchedulerConfig:
                 f'expected a unique name, got "{name}" (also profiles[{names[name]}])',
             )
         names[name] = i
-        profiles.append(_profile(pc, name, path, warned))
+        profiles.append(_profile(pc, name, path, warned, version))
     _check_common_queue_sort(profiles)
     contention = raw.enable_contention_profiling
     return SchedulerConfig(
@@ -178,9 +178,9 @@ def _effective(raw: KubeSchedulerConfiguration) -> SchedulerConfig:
     )
 
 
-def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str]) -> Profile:
+def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str], version: str) -> Profile:
     custom = check_names(pc.plugins, join(path, "plugins"), warned) if pc.plugins is not None else None
-    merged = merge_plugins(default_plugins(), custom)
+    merged = merge_plugins(default_plugins(version), custom)
     plugins, weights = expand(merged)
     if len(plugins.queue_sort) != 1:
         raise ConfigError(
@@ -224,13 +224,6 @@ def _profile(pc: ProfileConfig, name: str, path: str, warned: set[str]) -> Profi
     for plugin in enabled:
         if plugin in args or plugin not in ARGS_TYPES:
             continue
-        if has_required_fields(plugin):
-            raise ConfigError(
-                None,
-                join(path, "pluginConfig"),
-                f"expected an entry for {plugin}, which this profile enables and whose args "
-                f"have required fields (e.g. {{name: {plugin}, args: {{promeAddr: http://...}}}})",
-            )
         args[plugin] = decode_args(plugin, None, join(path, "pluginConfig"))
     return Profile(
         scheduler_name=name,

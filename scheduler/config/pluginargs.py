@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from scheduler.config.decode import (
     DURATION_OR_SECONDS,
@@ -249,15 +250,28 @@ def _http_url(v: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
+def _time_zone(v: str) -> bool:
+    try:
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class DynamicArgs:
-    """The ``Dynamic`` plugin's args: where Prometheus is and how its samples count.
+    """The ``Dynamic`` plugin's args: where the node load comes from and how its samples count.
 
+    Without ``promeAddr`` the load comes from crane-scheduler-controller's node annotations,
+    as in crane-scheduler (whose only arg is ``policyConfigPath``); with it, from Prometheus.
     Durations are float seconds; in YAML they are Go durations ("5m"), and
     ``metricsUpdatePeriodBySeconds`` may also be a number of seconds.
     """
 
-    prome_addr: str = yaml_field(check=Check('an http(s) URL like "http://prometheus:9090"', _http_url))
+    prome_addr: str = yaml_field(
+        "", check=Check('an http(s) URL like "http://prometheus:9090"', lambda v: v == "" or _http_url(v))
+    )
+    """Empty: read crane's node annotations instead of Prometheus."""
     metrics_update_period: float = yaml_field(
         300.0,
         key="metricsUpdatePeriodBySeconds",
@@ -270,7 +284,8 @@ class DynamicArgs:
     cluster_label: str = yaml_field("cluster", check=_LABEL)
     node_label: str = yaml_field("instance", check=_LABEL)
     """The series label whose value is a node name, an InternalIP, or "IP:port"."""
-    policy_config_path: str = yaml_field("/etc/kubernetes/policy.yaml", check=NON_EMPTY)
+    policy_config_path: str = yaml_field("/etc/kubernetes/dynamic-scheduler-policy.yaml", check=NON_EMPTY)
+    """crane-scheduler's default (its shipped configs all name /etc/kubernetes/policy.yaml)."""
     query_timeout: float = yaml_field(
         5.0, codec=DURATION_OR_SECONDS, check=Check('a duration > 0, like "5s"', lambda v: v > 0)
     )
@@ -280,6 +295,15 @@ class DynamicArgs:
     """A sample is stale once older than its syncPolicy period plus this."""
     missing_data_policy: Literal["FailOpen", "FailClosed"] = yaml_field("FailOpen")
     """FailOpen: a node without fresh data passes Filter; FailClosed: it is rejected."""
+    metric_scale: Literal["auto", "fraction", "percent"] = yaml_field("auto")
+    """The scale of the Prometheus series: fractions 0..1, percent 0..100 (crane's recording
+    rules), or auto (percent once a series is above 2)."""
+    annotation_fallback: bool = yaml_field(False)
+    """With promeAddr: where Prometheus has no fresh value, use crane's node annotations."""
+    time_zone: str = yaml_field(
+        "", check=Check('an IANA time zone like "Asia/Shanghai" or "UTC"', lambda v: v == "" or _time_zone(v))
+    )
+    """The zone of the annotations' times; empty: $TZ, else Asia/Shanghai (crane's rule)."""
 
 
 ARGS_TYPES: dict[str, type] = {
@@ -312,15 +336,3 @@ def decode_args(plugin: str, raw: dict[str, Any] | None, path: str) -> Any:
         if kind is not None and kind != f"{plugin}Args":
             raise ConfigError(None, join(path, "kind"), f'expected "{plugin}Args", got "{kind}"')
     return decode(cls, raw, path)
-
-
-def has_required_fields(plugin: str) -> bool:
-    """Whether the plugin's args cannot be defaulted (Dynamic needs promeAddr)."""
-    cls = ARGS_TYPES.get(plugin)
-    if cls is None:
-        return False
-    try:
-        cls()
-    except TypeError:
-        return True
-    return False

@@ -65,7 +65,75 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = tuple(
 """The defaults this scheduler enables: kube-scheduler's, less the plugins it does not implement."""
 
 
-def default_plugins() -> Plugins:
+_V1BETA2_DEFAULTS: dict[str, tuple[tuple[str, int | None], ...]] = {
+    "queue_sort": (("PrioritySort", None),),
+    "pre_filter": tuple(
+        (n, None)
+        for n in (
+            "NodeResourcesFit",
+            "NodePorts",
+            "VolumeRestrictions",
+            "PodTopologySpread",
+            "InterPodAffinity",
+            "VolumeBinding",
+            "NodeAffinity",
+        )
+    ),
+    "filter": tuple(
+        (n, None)
+        for n in (
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit",
+            "VolumeRestrictions",
+            "EBSLimits",
+            "GCEPDLimits",
+            "NodeVolumeLimits",
+            "AzureDiskLimits",
+            "VolumeBinding",
+            "VolumeZone",
+            "PodTopologySpread",
+            "InterPodAffinity",
+        )
+    ),
+    "post_filter": (("DefaultPreemption", None),),
+    "pre_score": tuple(
+        (n, None) for n in ("InterPodAffinity", "PodTopologySpread", "TaintToleration", "NodeAffinity")
+    ),
+    "score": (
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+        ("InterPodAffinity", 1),
+        ("NodeResourcesFit", 1),
+        ("NodeAffinity", 1),
+        ("PodTopologySpread", 2),
+        ("TaintToleration", 1),
+    ),
+    "reserve": (("VolumeBinding", None),),
+    "pre_bind": (("VolumeBinding", None),),
+    "bind": (("DefaultBinder", None),),
+}
+"""kube-scheduler's v1beta2 defaults: per extension point, no MultiPoint, and other score
+weights than v1's (``apis/config/v1beta2/default_plugins.go``, last served by 1.25; 1.23 as
+crane-scheduler builds it has the same lists with its gates at their defaults)."""
+
+
+def default_plugins(api_version: str = "") -> Plugins:
+    """The default plugins of a configuration of ``api_version`` (v1 and v1beta3 share them).
+
+    v1beta2's have MultiPoint disabled (``"*"``): it had none, and so written out as v1
+    (``--write-config-to``) they keep v1's MultiPoint defaults from coming back."""
+    if api_version.endswith("/v1beta2"):
+        return Plugins(
+            multi_point=PluginSet(disabled=(PluginRef("*"),)),
+            **{
+                point: PluginSet(enabled=tuple(PluginRef(n, w) for n, w in refs if n not in NOT_IMPLEMENTED))
+                for point, refs in _V1BETA2_DEFAULTS.items()
+            },
+        )
     return Plugins(multi_point=PluginSet(enabled=DEFAULT_MULTI_POINT))
 
 

@@ -12,7 +12,6 @@ the kubelet would do once its containers stopped.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,16 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.app import App
 from scheduler.cluster.client import api_request
-from scheduler.config import load_config
-from scheduler.config.options import Options, ServingOptions
 from tests.apiserver import ControlPlane
-from tests.cluster.util import wait_until
+from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
 
 pytestmark = pytest.mark.apiserver
 
@@ -196,45 +192,13 @@ def world(apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: P
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 4,
         "profiles": [
-            {
-                "schedulerName": scheduler_name,
-                "pluginConfig": [
-                    {
-                        "name": "NodeAffinity",
-                        "args": {
-                            "addedAffinity": {
-                                "requiredDuringSchedulingIgnoredDuringExecution": {
-                                    "nodeSelectorTerms": [
-                                        {
-                                            "matchExpressions": [
-                                                {
-                                                    "key": "preemption-test",
-                                                    "operator": "In",
-                                                    "values": [label],
-                                                }
-                                            ]
-                                        }
-                                    ]
-                                }
-                            }
-                        },
-                    }
-                ],
-            }
+            {"schedulerName": scheduler_name, "pluginConfig": [only_nodes_labelled("preemption-test", label)]}
         ],
     }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    app = App(Options(config=load_config(str(path), policies=False), serving=ServingOptions(secure_port=0)))
-    app.build()
-    runner = threading.Thread(target=app.run, name="scheduler-under-test", daemon=True)
-    runner.start()
-    wait_until(app.scheduling.is_set, 30, "the scheduler to start")
     try:
-        yield World(admin, namespace, scheduler_name, label, classes, app)
+        with scheduler_running(config, tmp_path) as app:
+            yield World(admin, namespace, scheduler_name, label, classes, app)
     finally:
-        app.stop.set()
-        runner.join(20)
         nodes = api_request(
             admin, "GET", "/api/v1/nodes", query=[("labelSelector", f"preemption-test={label}")]
         )

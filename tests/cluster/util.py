@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
@@ -64,3 +68,37 @@ def make_pod(
             },
         },
     )
+
+
+@contextlib.contextmanager
+def scheduler_running(config: dict[str, Any], workdir: Path) -> Iterator[Any]:
+    """The scheduler (``scheduler.app.App``) in this process with ``config`` (a
+    KubeSchedulerConfiguration as a dict; no serving), until the block ends."""
+    from scheduler.app import App
+    from scheduler.config import load_config
+    from scheduler.config.options import Options, ServingOptions
+
+    path = workdir / "scheduler-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    app = App(Options(config=load_config(str(path)), serving=ServingOptions(secure_port=0)))
+    app.build()
+    runner = threading.Thread(target=app.run, name="scheduler-under-test", daemon=True)
+    runner.start()
+    try:
+        wait_until(app.scheduling.is_set, 30, "the scheduler to start")
+        yield app
+    finally:
+        app.stop.set()
+        runner.join(20)
+
+
+def only_nodes_labelled(key: str, value: str) -> dict[str, Any]:
+    """A NodeAffinity pluginConfig entry that keeps a profile to the nodes with this label (the
+    shared API server has other tests' nodes too)."""
+    term = {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+    return {
+        "name": "NodeAffinity",
+        "args": {
+            "addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        },
+    }

@@ -67,17 +67,40 @@ def test_seed_config_loads_unchanged() -> None:
     )
 
 
-def test_older_api_versions_read_as_v1() -> None:
+def test_each_api_version_keeps_its_default_plugins() -> None:
     body = SEED.read_text(encoding="utf-8").split("\n", 1)[1]  # without the apiVersion line
-    configs = [
-        parse_config(f"apiVersion: {GROUP}/{v}\n{body}", policies=False) for v in ("v1", "v1beta3", "v1beta2")
-    ]
-    assert configs[0] == configs[1] == configs[2]
+    v1, v1beta3, v1beta2 = (
+        parse_config(f"apiVersion: {GROUP}/{v}\n{body}", policies=False).profiles[0]
+        for v in ("v1", "v1beta3", "v1beta2")
+    )
+    assert v1 == v1beta3
+    # kube-scheduler's weights (apis/config/*/default_plugins.go); Dynamic's from the file
+    assert dict(v1.scores()) == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "NodeResourcesBalancedAllocation": 1,
+        "Dynamic": 3,
+    }
+    assert dict(v1beta2.scores()) == {
+        "NodeResourcesBalancedAllocation": 1,
+        "InterPodAffinity": 1,
+        "NodeResourcesFit": 1,
+        "NodeAffinity": 1,
+        "PodTopologySpread": 2,
+        "TaintToleration": 1,
+        "Dynamic": 3,
+    }
+    assert v1beta2.plugins.filter == v1.plugins.filter
+    assert v1beta2.plugins.post_filter == ("DefaultPreemption",)
+    assert "SchedulingGates" not in v1beta2.plugins.pre_enqueue  # v1beta2 had no PreEnqueue
 
 
 def test_v1beta2_insecure_addresses_are_accepted_only_empty() -> None:
     header = f"apiVersion: {GROUP}/v1beta2\nkind: KubeSchedulerConfiguration\n"
-    assert load('healthzBindAddress: ""\nmetricsBindAddress: ""\n', header) == default_config()
+    assert load('healthzBindAddress: ""\nmetricsBindAddress: ""\n', header) == load("", header)
     assert error("healthzBindAddress: 0.0.0.0:10251\n", header).path == "healthzBindAddress"
     assert error('healthzBindAddress: ""\n').path == "healthzBindAddress"  # not a v1 field
 
@@ -316,10 +339,10 @@ def test_plugin_config_twice_for_one_plugin() -> None:
     assert e.path == "profiles[0].pluginConfig[1].name"
 
 
-def test_enabling_dynamic_needs_its_args() -> None:
-    e = error("profiles: [{schedulerName: a, plugins: {score: {enabled: [{name: Dynamic, weight: 3}]}}}]\n")
-    assert e.path == "profiles[0].pluginConfig"
-    assert "promeAddr" in e.message
+def test_dynamic_without_args_gets_cranes_defaults() -> None:
+    c = load("profiles: [{schedulerName: a, plugins: {score: {enabled: [{name: Dynamic, weight: 3}]}}}]\n")
+    dyn = c.profiles[0].args["Dynamic"]
+    assert (dyn.prome_addr, dyn.policy_config_path) == ("", "/etc/kubernetes/dynamic-scheduler-policy.yaml")
 
 
 def test_plugin_config_of_a_not_implemented_plugin_is_ignored(caplog: pytest.LogCaptureFixture) -> None:

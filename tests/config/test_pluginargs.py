@@ -295,18 +295,22 @@ def test_node_affinity_keeps_added_affinity_as_given() -> None:
 
 
 def test_dynamic_defaults() -> None:
-    d = args("Dynamic", {"promeAddr": PROME})
-    assert d == DynamicArgs(
-        prome_addr=PROME,
+    # crane-scheduler's DynamicArgs has policyConfigPath alone: no promeAddr means its annotations
+    assert args("Dynamic", {}) == DynamicArgs(
+        prome_addr="",
         metrics_update_period=300.0,
         cluster_name="",
         cluster_label="cluster",
         node_label="instance",
-        policy_config_path="/etc/kubernetes/policy.yaml",
+        policy_config_path="/etc/kubernetes/dynamic-scheduler-policy.yaml",
         query_timeout=5.0,
         stale_grace=300.0,
         missing_data_policy="FailOpen",
+        metric_scale="auto",
+        annotation_fallback=False,
+        time_zone="",
     )
+    assert args("Dynamic", {"promeAddr": PROME}).prome_addr == PROME
 
 
 def test_dynamic_all_fields() -> None:
@@ -344,7 +348,8 @@ def test_dynamic_update_period_is_a_duration_or_seconds(value: Any, seconds: flo
 @pytest.mark.parametrize(
     ("raw", "path", "expected"),
     [
-        ({}, "args.promeAddr", "required; expected an http(s) URL"),
+        ({"timeZone": "Mars/Olympus"}, "args.timeZone", "expected an IANA time zone"),
+        ({"metricScale": "permille"}, "args.metricScale", 'expected one of "auto", "fraction", "percent"'),
         (
             {"promeAddr": "prometheus:9090"},
             "args.promeAddr",

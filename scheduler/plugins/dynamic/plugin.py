@@ -1,4 +1,12 @@
-"""The ``Dynamic`` plugin: crane-scheduler's load-aware filter and score, fed by Prometheus.
+"""The ``Dynamic`` plugin: crane-scheduler's load-aware filter and score.
+
+Where the load comes from
+    With ``promeAddr``, from Prometheus (``source``); without, from the node
+    annotations crane-scheduler-controller writes (``annotations``), as
+    crane-scheduler itself reads them; with ``annotationFallback``, Prometheus
+    first and the annotations where it has no fresh value. A fresh
+    ``node_hot_value`` annotation counts where annotations are read: the hot
+    value is the larger of it and this scheduler's own count.
 
 Filter (crane's ``Dynamic`` predicate)
     A node whose fresh value of a predicate metric is above its ``maxLimitPecent``
@@ -14,10 +22,12 @@ Score (crane's ``Dynamic`` priority)
 
 Fresh and missing data
     A value is fresh while ``now ≤ sample time + the metric's period + stale_grace``;
-    a stale value is missing. The sample time is the timestamp Prometheus returns
-    (its evaluation time; Prometheus drops series not updated within its 5m
+    a stale value is missing. From Prometheus, the sample time is the timestamp it
+    returns (its evaluation time; Prometheus drops series not updated within its 5m
     lookback), so this is in effect the time since the last successful query,
-    provided the two clocks roughly agree. Missing data never fails a pod by itself unless
+    provided the two clocks roughly agree; from an annotation, the time written in
+    it (crane's rule, with its 5m grace as the default ``stale_grace``).
+    Missing data never fails a pod by itself unless
     ``missing_data_policy`` is ``FailClosed``:
 
     - ``FailOpen`` (default): the node passes the metric's check (crane does the same).
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +64,7 @@ from scheduler.core.framework import MAX_NODE_SCORE, MIN_NODE_SCORE, CycleState,
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import kv
+from scheduler.plugins.dynamic.annotations import CRANE_TIME_ZONE, AnnotationSource, time_zone
 from scheduler.plugins.dynamic.hotvalue import HotValueTracker
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 from scheduler.plugins.dynamic.source import PrometheusSource
@@ -87,7 +99,13 @@ def build_source(
         query_timeout=args.query_timeout,
         registry=registry,
         clock=clock,
+        scale=args.metric_scale,
     )
+
+
+def annotation_zone(args: DynamicArgs) -> Any:
+    """The zone of crane's annotation times: the arg, else $TZ, else crane's default."""
+    return time_zone(args.time_zone or os.environ.get("TZ") or CRANE_TIME_ZONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +154,7 @@ class Dynamic:
         if registry is None:
             registry = getattr(handle, "metrics_registry", None) or REGISTRY
         if args is None:
-            raise ConfigError(
-                None, "pluginConfig[Dynamic].args", "the Dynamic plugin needs args (at least promeAddr)"
-            )
+            args = DynamicArgs()
         if args.missing_data_policy not in (FAIL_OPEN, FAIL_CLOSED):
             raise ConfigError(
                 None,
@@ -160,7 +176,23 @@ class Dynamic:
         self._weight_sum = sum(w for _, w in self._priorities)
         self.hot = HotValueTracker(self.policy.hot_value, clock=hot_clock)
         self._owns_source = source is None
-        self.source = source or build_source(self.policy, args, registry=registry, clock=clock)
+        self.source: PrometheusSource | None = None
+        self.annotations: AnnotationSource | None = None
+        if args.prome_addr or source is not None:
+            self.source = source or build_source(self.policy, args, registry=registry, clock=clock)
+        if not args.prome_addr or args.annotation_fallback:
+            try:
+                zone = annotation_zone(args)
+            except ValueError as e:
+                raise ConfigError(None, "Dynamic.timeZone", str(e)) from None
+            self.annotations = AnnotationSource(
+                getattr(handle, "snapshot", None),
+                self.policy.sync_periods(),
+                zone=zone,
+                grace=args.stale_grace,
+                clock=clock,
+            )
+        self._sources: tuple[Any, ...] = tuple(s for s in (self.source, self.annotations) if s is not None)
         self._cache: dict[str, NodeLoad] = {}
         self._cache_generation = -1
         logger.info(
@@ -168,16 +200,17 @@ class Dynamic:
             extra=kv(
                 policy=args.policy_config_path,
                 prometheus=args.prome_addr,
+                annotations=self.annotations is not None,
                 metrics=",".join(self._metrics),
                 missingDataPolicy=args.missing_data_policy,
             ),
         )
-        if self._owns_source:
+        if self._owns_source and self.source is not None:
             self.source.start()
 
     def stop(self) -> None:
         """Stop the background refresh (returns within a couple of seconds)."""
-        if self._owns_source:
+        if self._owns_source and self.source is not None:
             self.source.stop()
 
     # --- extension points ---
@@ -194,6 +227,10 @@ class Dynamic:
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         hot_values = state.get(_HOT_KEY)
         hot = hot_values.get(node.name, 0) if hot_values is not None else self.hot.value(node.name)
+        if self.annotations is not None:
+            crane = self.annotations.hot_value(node)
+            if crane is not None and crane > hot:
+                hot = crane
         s = self.node_load(node).score - HOT_VALUE_PENALTY * hot
         return MAX_NODE_SCORE if s > MAX_NODE_SCORE else MIN_NODE_SCORE if s < MIN_NODE_SCORE else s
 
@@ -210,8 +247,8 @@ class Dynamic:
     # --- per-node load ---
 
     def node_load(self, node: NodeInfo) -> NodeLoad:
-        """The node's verdict and load score from the source's current data (cached)."""
-        generation = self.source.generation
+        """The node's verdict and load score from the sources' current data (cached)."""
+        generation = sum(s.current_generation() for s in self._sources)
         cache = self._cache
         if generation != self._cache_generation:
             cache = self._cache = {}
@@ -228,24 +265,24 @@ class Dynamic:
         return entry
 
     def _compute(self, node: NodeInfo, generation: int, now: float) -> NodeLoad:
-        ip = node.internal_ip()
         usage: dict[str, float] = {}
         valid_until = math.inf
         medians: dict[str, float] = {}
         for metric in self._metrics:
-            view = self.source.view(metric)
             max_age = self._max_age[metric]
-            view_expires = view.sample_time + max_age
-            if view.median is not None and now <= view_expires:
-                medians[metric] = view.median
-                valid_until = min(valid_until, view_expires)
-            sample = view.lookup(node.name, ip)
-            if sample is None:
-                continue
-            expires = sample.sample_time + max_age
-            if now <= expires:
-                usage[metric] = sample.value
-                valid_until = min(valid_until, expires)
+            for source in self._sources:  # the first with a fresh value wins
+                median, median_time = source.median(metric)
+                if median is not None and metric not in medians and now <= median_time + max_age:
+                    medians[metric] = median
+                    valid_until = min(valid_until, median_time + max_age)
+                sample = source.sample(metric, node)
+                if sample is None:
+                    continue
+                expires = sample.sample_time + max_age
+                if now <= expires:
+                    usage[metric] = sample.value
+                    valid_until = min(valid_until, expires)
+                    break
 
         reasons = [
             reason for metric, limit, reason in self._predicates if metric in usage and usage[metric] > limit

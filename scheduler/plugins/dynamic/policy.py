@@ -89,6 +89,12 @@ class DynamicPolicy:
         by_name = {s.name: s.period for s in self.sync_policy}
         return {m: by_name[m] or default for m in self.metrics_in_use()}
 
+    def sync_periods(self) -> dict[str, float]:
+        """The ``syncPolicy`` period of each metric in use that has one (crane's annotations of
+        the others are never fresh: ``getActiveDuration``)."""
+        by_name = {s.name: s.period for s in self.sync_policy}
+        return {m: by_name[m] for m in self.metrics_in_use() if by_name.get(m)}
+
 
 # --- loading ----------------------------------------------------------------------------------
 

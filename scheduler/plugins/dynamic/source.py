@@ -6,11 +6,15 @@ metric has its own thread that re-queries it every period. A refresh builds a ne
 immutable :class:`MetricView` and swaps it in whole, so the scheduling hot path is
 one dict lookup per node and metric, with no lock.
 
-Values must be fractions 0..1 (the recording rules divide by 100). A series whose
-value is NaN, infinite or outside 0..1 is ignored: that node has no data for
-the metric (logged when it starts and stops, not every query). crane's percent
-series (0..100) are therefore rejected, not guessed at: a value of 0.9 could be
-either 90 % or 0.9 %.
+Values are read on the metric's scale (``scale``): ``fraction`` (0..1, as our
+recording rules give them), ``percent`` (0..100, as crane-scheduler's rules give
+them; divided by 100), or ``auto``: a metric is read as percent from the first
+query in which some series is above 2 (no fraction gets there, even with rate
+noise), and stays so until the scheduler restarts; before that, as fractions.
+``auto`` misreads a percent metric while every node is under 2 % (0.7 % reads as
+70 %): with crane's rules, say ``percent``. A series whose value, so scaled, is
+NaN, infinite or outside 0..1 is ignored: that node has no data for the metric
+(logged when it starts and stops, not every query).
 
 Nothing here raises into scheduling: a failed query (Prometheus down or slow,
 HTTP error, ``status: error``, bad JSON) keeps the previous view, which ages until
@@ -46,6 +50,10 @@ RETRY_BASE = 10.0
 RETRY_MAX = 360.0
 MAX_BODY = 64 << 20
 """Bytes read at most from one response (5000 nodes' series take about 1 MiB)."""
+FRACTION, PERCENT, AUTO = "fraction", "percent", "auto"
+SCALES = (FRACTION, PERCENT, AUTO)
+AUTO_PERCENT_ABOVE = 2.0
+"""``auto``: a metric with a series above this is on the percent scale."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +184,13 @@ class PrometheusSource:
         registry: CollectorRegistry = REGISTRY,
         clock: Callable[[], float] = time.time,
         retry_base: float = RETRY_BASE,
+        scale: str = AUTO,
     ) -> None:
+        if scale not in SCALES:
+            raise ValueError(f"scale: expected one of {', '.join(SCALES)}, got {scale!r}")
+        self._scale = scale
+        self._percent: set[str] = set()
+        """Metrics read as percent (``scale`` percent, or ``auto`` once seen above 2)."""
         self._query_url = address.rstrip("/") + "/api/v1/query"
         self._periods = dict(periods)
         self._cluster_label = cluster_label
@@ -206,6 +220,22 @@ class PrometheusSource:
     def view(self, metric: str) -> MetricView:
         """The metric's latest view (an empty one for a metric this source does not fetch)."""
         return self._views.get(metric) or MetricView(metric)
+
+    def sample(self, metric: str, node: Any) -> Sample | None:
+        """The node's (a NodeInfo) latest sample of the metric: by name, InternalIP or ``IP:port``."""
+        return self.view(metric).lookup(node.name, node.internal_ip())
+
+    def median(self, metric: str) -> tuple[float | None, float]:
+        """The median of the metric across the cluster, and its sample time."""
+        view = self.view(metric)
+        return view.median, view.sample_time
+
+    def current_generation(self) -> int:
+        return self.generation
+
+    def scale_of(self, metric: str) -> str:
+        """How the metric is read now: ``fraction`` or ``percent``."""
+        return PERCENT if self._scale == PERCENT or metric in self._percent else FRACTION
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -337,6 +367,23 @@ class PrometheusSource:
             raise QueryError(f"expected an instant vector, got resultType {kind!r}")
         return data["result"], self._clock()
 
+    def _divisor(self, metric: str, result: list[Any]) -> float:
+        """100 for a metric on the percent scale, else 1 (``auto`` decides from ``result``)."""
+        if self._scale == AUTO and metric not in self._percent:
+            for series in result:
+                try:
+                    value = float(series["value"][1])
+                except (TypeError, ValueError, KeyError, IndexError):
+                    continue
+                if math.isfinite(value) and value > AUTO_PERCENT_ABOVE:
+                    self._percent.add(metric)
+                    logger.info(
+                        "Reading a load metric as percent (a series is above 2)",
+                        extra=kv(metric=metric, value=value),
+                    )
+                    break
+        return 100.0 if self.scale_of(metric) == PERCENT else 1.0
+
     def _build_view(
         self, metric: str, result: list[Any], fetched_at: float
     ) -> tuple[MetricView, frozenset[str], list[str]]:
@@ -344,8 +391,9 @@ class PrometheusSource:
         invalid: set[str] = set()
         examples: list[str] = []
         eval_time = -math.inf
+        divisor = self._divisor(metric, result)
         for series in result:
-            key, sample = self._parse_series(series, fetched_at)
+            key, sample = self._parse_series(series, fetched_at, divisor)
             if isinstance(sample, str):
                 invalid.add(key)
                 if len(examples) < 3:
@@ -368,8 +416,8 @@ class PrometheusSource:
         view = MetricView(metric, by_key, by_host, eval_time, median)
         return view, frozenset(invalid), examples
 
-    def _parse_series(self, series: Any, fetched_at: float) -> tuple[str, Sample | str]:
-        """The series' node key and its sample, or what is wrong with it."""
+    def _parse_series(self, series: Any, fetched_at: float, divisor: float = 1.0) -> tuple[str, Sample | str]:
+        """The series' node key and its sample (the value divided by ``divisor``), or what is wrong."""
         labels = series.get("metric") if isinstance(series, dict) else None
         key = labels.get(self._node_label) if isinstance(labels, dict) else None
         if not isinstance(key, str) or not key:
@@ -380,13 +428,14 @@ class PrometheusSource:
         point = series.get("value")
         try:
             ts, raw = point
-            value, sample_time = float(raw), float(ts)
+            value, sample_time = float(raw) / divisor, float(ts)
         except (TypeError, ValueError):
             return key, f"{key}: malformed value {point!r}"
         if not math.isfinite(sample_time):
             return key, f"{key}: malformed timestamp {ts!r}"
         if not 0.0 <= value <= 1.0:  # NaN fails this too
-            return key, f"{key}={raw} is not a fraction 0..1"
+            scale = "a percentage 0..100" if divisor != 1.0 else "a fraction 0..1"
+            return key, f"{key}={raw} is not {scale}"
         return key, Sample(value, sample_time, fetched_at)
 
     def _report_invalid(self, metric: str, invalid: frozenset[str], examples: list[str]) -> None:
@@ -395,8 +444,8 @@ class PrometheusSource:
         self._invalid[metric] = invalid
         if invalid - before:
             logger.warning(
-                "Ignoring series that name no node or hold no fraction 0..1; those nodes have "
-                "no data for this metric (recording rules must divide percentages by 100)",
+                "Ignoring series that name no node or hold no usage on the metric's scale; "
+                "those nodes have no data for this metric (see the Dynamic args' metricScale)",
                 extra=kv(metric=metric, series=len(invalid), examples="; ".join(examples)),
             )
         elif before and not invalid:

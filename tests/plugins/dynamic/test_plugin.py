@@ -23,7 +23,7 @@ from ..builders import FakeHandle, node_info, pod_info, run_filter, run_score
 from .clocks import ManualClock
 from .promapi import FakePrometheus
 
-CRANE_DEFAULT = Path(__file__).parent / "data" / "crane-default-policy.yaml"
+CRANE_DEFAULT = Path(__file__).parents[2] / "data" / "crane-scheduler" / "policy.yaml"
 EVAL_TIME = 1_000_000.0
 
 
@@ -339,7 +339,8 @@ spec:
 
 
 def test_bad_policy_or_args_fail_the_constructor(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="needs args"):
+    # no args at all: crane's defaults, whose policy file is not here
+    with pytest.raises(ConfigError, match="/etc/kubernetes/dynamic-scheduler-policy.yaml: cannot read"):
         Dynamic(None, FakeHandle(), registry=CollectorRegistry())
     with pytest.raises(ConfigError) as caught:
         Dynamic(

@@ -15,8 +15,7 @@ from scheduler.plugins.dynamic.policy import (
     load_policy,
 )
 
-DATA = Path(__file__).parent / "data"
-CRANE_DEFAULT = DATA / "crane-default-policy.yaml"
+CRANE_DEFAULT = Path(__file__).parents[2] / "data" / "crane-scheduler" / "policy.yaml"
 
 HEADER = "apiVersion: scheduler.policy.crane.io/v1alpha1\nkind: DynamicSchedulerPolicy\n"
 GOOD_SPEC = """\

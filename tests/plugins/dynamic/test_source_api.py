@@ -140,7 +140,7 @@ def test_values_that_are_not_fractions_make_the_node_missing_and_are_logged_once
     fake_prom.set(
         "cpu", *[({"instance": k}, v) for k, v in {**bad, **good}.items()], ({"job": "no-instance"}, "0.3")
     )
-    source = make_source()
+    source = make_source(scale="fraction")
     caplog.set_level(logging.INFO, logger=SOURCE_LOGGER)
 
     assert source.refresh("cpu") is True
@@ -150,7 +150,7 @@ def test_values_that_are_not_fractions_make_the_node_missing_and_are_logged_once
     assert sample(registry, "dynamic_scheduler_metric_invalid_series", metric="cpu") == len(bad) + 1
     warnings = [r for r in caplog.records if r.name == SOURCE_LOGGER and r.levelno == logging.WARNING]
     assert len(warnings) == 1
-    assert "divide percentages by 100" in warnings[0].getMessage()
+    assert "metricScale" in warnings[0].getMessage()
 
     fake_prom.set("cpu", *[({"instance": k}, v) for k, v in good.items()])
     caplog.clear()
@@ -159,6 +159,34 @@ def test_values_that_are_not_fractions_make_the_node_missing_and_are_logged_once
     assert [
         r.getMessage() for r in caplog.records if r.name == SOURCE_LOGGER and r.levelno == logging.INFO
     ] == ["All series of the metric are valid again"]
+
+
+def values(source: PrometheusSource, metric: str = "cpu") -> dict[str, float]:
+    return {k: s.value for k, s in source.view(metric).by_key.items()}
+
+
+def test_percent_scale_divides_by_100(fake_prom: FakePrometheus, make_source) -> None:
+    fake_prom.set("cpu", ({"instance": "a"}, "45"), ({"instance": "b"}, "0.5"), ({"instance": "c"}, "150"))
+    source = make_source(scale="percent")
+    assert source.refresh("cpu")
+    assert values(source) == {"a": 0.45, "b": 0.005}  # 150 % is no usage: ignored
+    assert source.scale_of("cpu") == "percent"
+
+
+def test_auto_scale_turns_percent_at_the_first_series_above_2_and_stays(
+    fake_prom: FakePrometheus, make_source
+) -> None:
+    source = make_source(periods={"cpu": 60.0, "mem": 60.0})
+    fake_prom.set("cpu", ({"instance": "a"}, "0.7"), ({"instance": "b"}, "1.03"))  # rate noise past 1
+    assert source.refresh("cpu")
+    assert values(source) == {"a": 0.7} and source.scale_of("cpu") == "fraction"
+    fake_prom.set("cpu", ({"instance": "a"}, "0.7"), ({"instance": "b"}, "42"))
+    assert source.refresh("cpu")
+    assert values(source) == pytest.approx({"a": 0.007, "b": 0.42}) and source.scale_of("cpu") == "percent"
+    fake_prom.set("cpu", ({"instance": "a"}, "0.7"), ({"instance": "b"}, "1.5"))  # quiet again: still percent
+    assert source.refresh("cpu")
+    assert values(source) == pytest.approx({"a": 0.007, "b": 0.015})
+    assert source.scale_of("mem") == "fraction"  # each metric on its own
 
 
 FAILURES = [

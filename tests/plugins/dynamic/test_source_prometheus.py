@@ -93,14 +93,19 @@ def test_every_nodes_series_arrives_in_one_query_and_maps_to_nodes(make_source, 
 
 
 def test_recording_rule_turns_cranes_percentages_into_fractions(make_source) -> None:
-    fractions = make_source("cpu_usage_avg_5m")
+    fractions = make_source("cpu_usage_avg_5m", scale="fraction")
     assert fractions.refresh("cpu_usage_avg_5m")
     assert values(fractions, "cpu_usage_avg_5m") == pytest.approx({"node-a": 0.42, "node-b": 0.075})
 
-    percents = make_source("cpu_usage_active")
-    assert percents.refresh("cpu_usage_active")
-    # 42 and 7.5 are not fractions: ignored rather than guessed at
-    assert values(percents, "cpu_usage_active") == {}
+
+def test_percent_series_need_their_scale(make_source) -> None:
+    as_fractions = make_source("cpu_usage_active", scale="fraction")
+    assert as_fractions.refresh("cpu_usage_active")
+    assert values(as_fractions, "cpu_usage_active") == {}  # 42 and 7.5 are not fractions: ignored
+    for scale in ("percent", "auto"):
+        source = make_source("cpu_usage_active", scale=scale)
+        assert source.refresh("cpu_usage_active")
+        assert values(source, "cpu_usage_active") == pytest.approx({"node-a": 0.42, "node-b": 0.075})
 
 
 def test_nan_infinite_and_negative_samples_are_missing(make_source) -> None:
