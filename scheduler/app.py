@@ -28,6 +28,7 @@ from scheduler.cluster.client import ClientConfigError, ClientOptions, new_api_c
 from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
 from scheduler.cluster.preemption import PreemptionExecutor
+from scheduler.cluster.retry import CancelledError
 from scheduler.config.effective import Profile as ProfileConfig
 from scheduler.config.effective import SchedulerConfig
 from scheduler.config.options import Options
@@ -156,6 +157,8 @@ class KubeIO:
             return BindOutcome.BOUND, ""
         if r.status is BindStatus.GONE:
             return BindOutcome.GONE, r.message
+        if r.status is BindStatus.CANCELLED:
+            return BindOutcome.CANCELLED, r.message
         return BindOutcome.FAILED, r.message
 
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
@@ -174,11 +177,18 @@ class KubeIO:
             raw = pod.pod
         try:
             self.binder.set_unschedulable(raw, message, reason, nominated_node)
+        except CancelledError:
+            pass  # halted: the Lease is lost
         except Exception:
             logger.exception("Updating the PodScheduled condition failed", extra=kv(pod=pod.key))
 
     def preempt(self, preemption: Preemption, profile: str, done: Callable[[], None]) -> None:
         self.preemption.preempt(preemption, profile, done)
+
+    def halt(self) -> None:
+        """Send nothing more (the Lease is lost): writes queued are dropped, retries end."""
+        self.binder.halt()
+        self._status.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
         self.preemption.stop()
@@ -213,6 +223,9 @@ class App:
         self.io: KubeIO | None = None
         self.recorder: EventRecorder | None = None
         self.loop_thread: threading.Thread | None = None
+        self.halted = False
+        """The Lease was lost while leading: everything stopped writing."""
+        self._wake = threading.Event()
 
     # --- setup ----------------------------------------------------------------------
 
@@ -295,6 +308,7 @@ class App:
                     takeover=self.options.leader_elect_takeover,
                 ),
                 on_started_leading=self._start_scheduling,
+                on_stopped_leading=self._stopped_leading,
                 gauge=self.metrics.leader_election_master_status,
             )
 
@@ -312,6 +326,18 @@ class App:
             self.server.add_check("shutdown", shutdown_check(self.stop.is_set), [READYZ])
 
     # --- running --------------------------------------------------------------------
+
+    def _stopped_leading(self) -> None:
+        """``OnStoppedLeading``: from now on nothing is scheduled, bound or written, at once;
+        :meth:`run` then exits with 1 (kube-scheduler exits right away)."""
+        if self.elector is None or not self.elector.lost.is_set():
+            return  # a release at shutdown, not a loss
+        self.halted = True
+        if self.scheduler is not None:
+            self.scheduler.halt()
+        if self.io is not None:
+            self.io.halt()
+        self._wake.set()
 
     def _start_scheduling(self) -> None:
         if self.stop.is_set() or self.scheduling.is_set():
@@ -355,29 +381,30 @@ class App:
 
         self.elector.start()
         while not self.stop.is_set() and not self.elector.lost.is_set() and not self.elector.done.is_set():
-            self.stop.wait(0.5)
+            self._wake.wait(0.5)
         if self.elector.lost.is_set() and not self.stop.is_set():
             logger.error(
                 "Leaderelection lost",
                 extra=kv(lease=f"{self.elector.config.namespace}/{self.elector.config.name}"),
             )
-            return self.shutdown(1, release=False)
+            return self.shutdown(1, release=False, grace=0.0)
         return self.shutdown(0)
 
-    def shutdown(self, code: int, release: bool = True) -> int:
-        """Stop scheduling, let binds in flight finish, release the lease, stop the rest."""
+    def shutdown(self, code: int, release: bool = True, grace: float = SHUTDOWN_GRACE) -> int:
+        """Stop scheduling, let binds in flight finish (up to ``grace`` seconds), release the
+        lease, stop the rest. After a lost Lease (``grace`` 0) nothing waits for writes."""
         self.stop.set()
         start = time.monotonic()
         if self.scheduler is not None:
-            self.scheduler.shutdown(SHUTDOWN_GRACE)
+            self.scheduler.shutdown(grace)
         if self.loop_thread is not None:
-            self.loop_thread.join(SHUTDOWN_GRACE)
+            self.loop_thread.join(max(grace, 1.0))
         if self.elector is not None:
             self.elector.stop(release=release)
-        if self.io is not None:
+        if self.io is not None and not self.halted:
             self.io.stop()
         if self.recorder is not None:
-            self.recorder.stop(timeout=2.0)
+            self.recorder.stop(timeout=2.0 if not self.halted else 0.0)
         for i in self.informers:
             i.stop()
         if self.server is not None:
@@ -401,7 +428,13 @@ def run(options: Options) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        return app.run()
+        code = app.run()
     except ServingError as e:
         logger.error(str(e))
         return app.shutdown(1)
+    if app.halted:
+        # As kube-scheduler (klog.FlushAndExit): out now, without waiting for the threads of
+        # requests already sent (the interpreter would join them at exit).
+        logging.shutdown()
+        os._exit(code)
+    return code

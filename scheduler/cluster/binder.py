@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.client import Timeout, api_request, read_json
-from scheduler.cluster.retry import call_with_retries, retriable, status_message
+from scheduler.cluster.retry import CancelledError, call_with_retries, retriable, status_message
 from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class BindStatus(enum.Enum):
     """409 Conflict or 404: the pod is bound already (by someone else) or deleted. Drop it; don't retry."""
     FAILED = "failed"
     """Anything else, after retries: the caller treats it as a scheduling error (requeue with backoff)."""
+    CANCELLED = "cancelled"
+    """The Binder was halted (leadership lost) before the bind, or between its retries."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,12 @@ class Binder:
         self.max_wait = max_wait
         self.retry_after_cap = retry_after_cap
         self.timeout = timeout
+        self.halted = threading.Event()
+        """Set by :meth:`halt`: no write starts any more (a retry's backoff ends at once)."""
+
+    def halt(self) -> None:
+        """Start no more writes: this scheduler lost its Lease (kube-scheduler exits then)."""
+        self.halted.set()
 
     def _retrying(self, fn: Any, what: str, on_attempt: Any = None) -> Any:
         return call_with_retries(
@@ -119,6 +128,7 @@ class Binder:
             max_wait=self.max_wait,
             retry_after_cap=self.retry_after_cap,
             on_attempt=on_attempt,
+            cancel=self.halted,
         )
 
     # --- binding ---------------------------------------------------------------------
@@ -140,6 +150,9 @@ class Binder:
 
         try:
             self._retrying(call, "bind", count)
+        except CancelledError:
+            logger.log(V(2), "Not binding: halted", extra=kv(pod=f"{namespace}/{name}", node=node))
+            return BindResult(BindStatus.CANCELLED, "halted", attempts=attempts)
         except ApiException as e:
             msg = status_message(e)
             if e.status in (404, 409):

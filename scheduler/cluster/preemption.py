@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.binder import Binder, current_condition, pod_condition
 from scheduler.cluster.events import EventRecorder
-from scheduler.cluster.retry import status_message
+from scheduler.cluster.retry import CancelledError, status_message
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.logs import V, kv
@@ -95,6 +95,8 @@ class PreemptionExecutor:
         """``write(pod)``; False (logged) when it failed after retries."""
         try:
             write(pod)
+        except CancelledError:
+            return False  # halted: the Lease is lost
         except ApiException as e:
             logger.error(
                 f"Could not {what} pod",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
+    stop_when_event_set,
     wait_exponential_jitter,
 )
 
@@ -88,16 +90,33 @@ def _log_retry(what: str) -> Callable[[RetryCallState], None]:
     return before_sleep
 
 
+class CancelledError(Exception):
+    """The caller's cancel event was set: no further attempt was made."""
+
+
 @lru_cache(maxsize=64)
 def _policy(
-    what: str, attempts: int, max_seconds: float, initial_wait: float, max_wait: float, retry_after_cap: float
+    what: str,
+    attempts: int,
+    max_seconds: float,
+    initial_wait: float,
+    max_wait: float,
+    retry_after_cap: float,
+    cancel: threading.Event | None = None,
 ) -> Retrying:
+    stop = stop_after_attempt(attempts) | stop_after_delay(max_seconds)
+    extra: dict[str, Any] = {}
+    if cancel is not None:
+        # Cancelling wakes a backoff sleep at once, and stops the retries.
+        stop = stop | stop_when_event_set(cancel)
+        extra["sleep"] = cancel.wait
     return Retrying(
-        stop=stop_after_attempt(attempts) | stop_after_delay(max_seconds),
+        stop=stop,
         wait=WaitRetryAfter(initial_wait, max_wait, retry_after_cap),
         retry=retry_if_exception(retriable),
         before_sleep=_log_retry(what),
         reraise=True,
+        **extra,
     )
 
 
@@ -111,9 +130,11 @@ def call_with_retries(
     max_wait: float = 5.0,
     retry_after_cap: float = 10.0,
     on_attempt: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> T:
     """``fn()`` retried on :func:`retriable` errors, at most ``attempts`` times and ``max_seconds``
-    (the last error is raised as is).
+    (the last error is raised as is). Once ``cancel`` is set no attempt starts: :class:`CancelledError`
+    is raised instead (a backoff in progress ends at once).
 
     One tenacity ``Retrying`` serves every call with the same settings: it keeps
     a run's state per thread and per iteration (tests/cluster/test_retry.py
@@ -121,9 +142,11 @@ def call_with_retries(
     ``threading.local`` each) was a visible share of the scheduler's CPU per
     binding.
     """
-    retrying = _policy(what, attempts, max_seconds, initial_wait, max_wait, retry_after_cap)
+    retrying = _policy(what, attempts, max_seconds, initial_wait, max_wait, retry_after_cap, cancel)
     for attempt in retrying:
         with attempt:
+            if cancel is not None and cancel.is_set():
+                raise CancelledError(what)
             if on_attempt is not None:
                 on_attempt(attempt.retry_state.attempt_number)
             return fn()

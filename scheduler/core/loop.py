@@ -42,6 +42,8 @@ class BindOutcome(enum.Enum):
     GONE = "gone"
     """409/404: someone else bound the pod, or it was deleted. Drop it; don't retry."""
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Not sent: the scheduler was halted (its Lease lost)."""
 
 
 class ClusterIO(Protocol):
@@ -106,16 +108,21 @@ class Scheduler:
         self._preempting: set[str] = set()
         """Pods whose victims are being evicted (``Executor.IsPodRunningPreemption``)."""
         self._preempting_lock = threading.Lock()
+        self.halted = threading.Event()
+        """Set by :meth:`halt`: no cycle starts and no bind is sent any more."""
 
     def run(self, stop: threading.Event) -> None:
         """Schedule until ``stop`` is set (or the queue is closed)."""
         logger.info("Starting scheduling loop", extra=kv(profiles=sorted(self.profiles)))
         flusher = threading.Thread(target=self.queue.run, args=(stop,), name="queue-flush", daemon=True)
         flusher.start()
-        while not stop.is_set():
+        while not stop.is_set() and not self.halted.is_set():
             qp = self.queue.pop(timeout=0.5)
             if qp is None:
                 continue
+            if self.halted.is_set():
+                self.queue.requeue(qp, nominate=None)
+                break
             try:
                 self.schedule_one(qp)
             except Exception:
@@ -195,8 +202,13 @@ class Scheduler:
                     error=True,
                 )
                 return
-            outcome, why = self.io.bind(pi, node)
-            if outcome is BindOutcome.BOUND:
+            outcome, why = (
+                (BindOutcome.CANCELLED, "halted") if self.halted.is_set() else self.io.bind(pi, node)
+            )
+            if outcome is BindOutcome.CANCELLED:
+                self._undo(qp, profile, state, node)
+                self.queue.requeue(qp, nominate=None)
+            elif outcome is BindOutcome.BOUND:
                 elapsed = time.perf_counter() - start
                 logger.log(
                     V(2),
@@ -294,6 +306,12 @@ class Scheduler:
             self.io.unschedulable(pi, message, profile.name, reason, nominate)
         except Exception:
             logger.exception("Recording the scheduling failure failed", extra=kv(pod=pi.key))
+
+    def halt(self) -> None:
+        """Leadership is lost: start no cycle and send no bind from now on (kube-scheduler's
+        OnStoppedLeading exits at once). Binds already sent may still land."""
+        self.halted.set()
+        self.queue.close()
 
     def preempting(self) -> int:
         """How many pods have a preemption being carried out."""

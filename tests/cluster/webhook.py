@@ -37,6 +37,8 @@ class BindingWebhook:
         self.cp, self.admin, self.namespace = cp, admin, namespace
         self.script = list(deny)
         self.calls = 0
+        self.times: list[float] = []
+        """When each binding arrived (time.monotonic())."""
         self.name = f"binding-refuser-{uuid.uuid4().hex[:6]}"
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -49,6 +51,7 @@ class BindingWebhook:
         elif req.get("subResource") == "binding":
             with self._lock:
                 self.calls += 1
+                self.times.append(time.monotonic())
                 step = self.script.pop(0) if self.script else None
             if step is not None:
                 code, retry_after = step
