@@ -151,6 +151,12 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write the effective configuration (defaults applied, v1) to PATH ('-': stdout) and exit",
     )
+    misc.add_argument(
+        "--validate",
+        action="store_true",
+        help="check the configuration and the Dynamic policy files as a start would, then exit "
+        "(ours, not kube-scheduler's)",
+    )
     misc.add_argument("--version", action="store_true", help="print the version and exit")
 
     client = p.add_argument_group("client (override clientConnection)")
@@ -315,8 +321,15 @@ def _run(ns: argparse.Namespace) -> int:
     serving = _serving(ns)
     if ns.write_config_to:
         _write_config(config, ns.write_config_to)
+        try:
+            with_dynamic_policies(config)
+        except ConfigError as e:
+            logger.warning("A start with this configuration would fail", extra=kv(err=str(e)))
         return 0
     config = with_dynamic_policies(config)
+    if ns.validate:
+        print(f"{ns.config or 'the default configuration'}: valid")
+        return 0
     options = Options(
         config=config,
         serving=serving,

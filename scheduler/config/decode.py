@@ -31,6 +31,7 @@ from scheduler.config.errors import ConfigError
 T = TypeVar("T")
 
 _KEY = "yaml_key"
+_INT64 = "yaml_int64"
 _CHECK = "yaml_check"
 _DECODE = "yaml_decode"
 _ENCODE = "yaml_encode"
@@ -75,10 +76,14 @@ def yaml_field(
     key: str | None = None,
     check: Check | None = None,
     codec: Codec | None = None,
+    int64: bool = False,
 ) -> Any:
-    """A dataclass field with its YAML key, an optional check and an optional codec."""
+    """A dataclass field with its YAML key, an optional check and an optional codec.
+
+    Integers are int32 as in kube-scheduler's types, unless ``int64``."""
     metadata = {
         _KEY: key,
+        _INT64: int64,
         _CHECK: check,
         _DECODE: codec.decode if codec else None,
         _ENCODE: codec.encode if codec else None,
@@ -103,18 +108,30 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+MAX_SHOWN = 80
+"""Characters of a value an error message shows at most."""
+
+
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
 def describe(value: Any) -> str:
-    """A value as an error message shows it: scalars as JSON, containers by kind."""
+    """A value as an error message shows it: scalars as JSON (long ones cut), containers by kind."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list | tuple):
         return "a list"
-    if isinstance(value, str | int | float | bool) or value is None:
+    if isinstance(value, str):
+        return json.dumps(shorten(value), ensure_ascii=False)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, int | float | bool) or value is None:
         try:
             return json.dumps(value, ensure_ascii=False, allow_nan=True)
         except (TypeError, ValueError):  # pragma: no cover - defensive
             return repr(value)
-    return json.dumps(str(value), ensure_ascii=False)
+    return json.dumps(shorten(str(value)), ensure_ascii=False)
 
 
 def fail(path: str, expected: str, got: Any) -> ConfigError:
@@ -149,7 +166,11 @@ def _type_words(tp: Any) -> str:
     return "a value"
 
 
-def _decode_value(tp: Any, raw: Any, path: str, check: Check | None) -> Any:
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _decode_value(tp: Any, raw: Any, path: str, check: Check | None, int64: bool = False) -> Any:
     origin = get_origin(tp)
     expected = check.expected if check else _type_words(tp)
     if origin in (Union, types.UnionType):
@@ -158,7 +179,7 @@ def _decode_value(tp: Any, raw: Any, path: str, check: Check | None) -> Any:
             return None
         if len(arms) != 1:  # pragma: no cover - not used by the schema
             raise TypeError(f"unsupported union {tp}")
-        return _decode_value(arms[0], raw, path, check)
+        return _decode_value(arms[0], raw, path, check, int64)
     if tp is Any:
         value = raw
     elif tp is bool:
@@ -168,6 +189,9 @@ def _decode_value(tp: Any, raw: Any, path: str, check: Check | None) -> Any:
     elif tp is int:
         if not isinstance(raw, int) or isinstance(raw, bool):
             raise fail(path, expected, raw)
+        lo, hi = INT64 if int64 else INT32
+        if not lo <= raw <= hi:
+            raise fail(path, f"{expected} ({64 if int64 else 32}-bit)", raw)
         value = raw
     elif tp is float:
         if not isinstance(raw, int | float) or isinstance(raw, bool) or not math.isfinite(raw):
@@ -231,7 +255,9 @@ def decode(cls: type[T], data: Any, path: str = "") -> T:
             if check is not None and not check.ok(value):
                 raise fail(sub, check.expected, raw)
         else:
-            value = _decode_value(hints[f.name], raw, sub, f.metadata.get(_CHECK))
+            value = _decode_value(
+                hints[f.name], raw, sub, f.metadata.get(_CHECK), f.metadata.get(_INT64, False)
+            )
         kwargs[f.name] = value
     obj = cls(**kwargs)
     validate = getattr(obj, "validate", None)

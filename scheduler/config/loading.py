@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from scheduler.config.decode import decode, describe, join
+from scheduler.config.documents import load_yaml
 from scheduler.config.effective import Profile, SchedulerConfig
 from scheduler.config.errors import ConfigError
 from scheduler.config.expansion import check_names, expand, merge_plugins, warn_not_implemented
@@ -58,7 +59,7 @@ class _StrictLoader(yaml.SafeLoader):
 def parse_yaml(text: str, file: str | None) -> Any:
     """One YAML document; syntax errors name the line and column."""
     try:
-        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]  # noqa: S506
+        docs = [d for d in load_yaml(text, file, _StrictLoader) if d is not None]
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

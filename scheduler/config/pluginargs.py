@@ -220,7 +220,7 @@ class NodeAffinityArgs:
 
 @dataclass(frozen=True)
 class VolumeBindingArgs:
-    bind_timeout_seconds: int = yaml_field(600, check=at_least(0))
+    bind_timeout_seconds: int = yaml_field(600, check=at_least(0), int64=True)
 
 
 @dataclass(frozen=True)

@@ -174,8 +174,8 @@ class KubeSchedulerConfiguration:
     client_connection: ClientConnection = yaml_field(factory=ClientConnection)
     percentage_of_nodes_to_score: int = yaml_field(0, check=between(0, 100))
     """0 means adaptive: max(5, 50 - nodes/125) percent, at least 100 nodes."""
-    pod_initial_backoff_seconds: int = yaml_field(1, check=at_least(1))
-    pod_max_backoff_seconds: int = yaml_field(10, check=at_least(1))
+    pod_initial_backoff_seconds: int = yaml_field(1, check=at_least(1), int64=True)
+    pod_max_backoff_seconds: int = yaml_field(10, check=at_least(1), int64=True)
     enable_profiling: bool = yaml_field(True)
     enable_contention_profiling: bool | None = yaml_field(None)
     """Defaults to ``enableProfiling``."""

@@ -26,6 +26,7 @@ import yaml
 
 from scheduler.config import ConfigError
 from scheduler.config.decode import Check, at_least, between, decode, describe, yaml_field
+from scheduler.config.documents import load_yaml
 from scheduler.config.durations import DurationError, parse_duration
 
 # --- checks ------------------------------------------------------------------------------------
@@ -254,11 +255,15 @@ def read_values_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(name, "", "expected UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
+        docs = load_yaml(text, name)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError(name, "", f"expected YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    docs = [d for d in docs if d is not None]
+    if len(docs) > 1:
+        raise ConfigError(name, "", f"expected one YAML document, got {len(docs)}")
+    data = docs[0] if docs else None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -290,9 +295,10 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     if raw == "":
         return path, ""
     try:
-        return path, yaml.safe_load(raw)
+        docs = load_yaml(raw, f"--set {key}")
     except yaml.YAMLError:
         return path, raw
+    return path, docs[0] if len(docs) == 1 else raw
 
 
 def assign(data: dict[str, Any], path: list[str], value: Any, source: str) -> dict[str, Any]:

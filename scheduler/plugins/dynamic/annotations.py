@@ -21,7 +21,9 @@ Crane's rules (``pkg/plugins/dynamic/stats.go``), kept as they are:
   never is;
 - ``node_hot_value`` is fresh for 5 minutes;
 - a value that is not ``<number>,<time>``, has a malformed time, or is negative
-  is no data (so are NaN and infinities, which crane would let through).
+  is no data (so are NaN and infinities, which crane would let through);
+- a time ahead of this scheduler's clock counts as the moment the value was
+  first read (crane would keep it fresh until that future time has passed).
 
 What the plugin then does with missing data is its own (``missingDataPolicy``,
 the median for scores; see ``plugin``). Values are parsed once per Node object
@@ -119,9 +121,12 @@ class AnnotationSource:
         if memo is None:
             annotations = ((node.node or {}).get("metadata") or {}).get("annotations") or {}
             memo = {}
+            now = self._clock()
             for key in self._keys:
                 text = annotations.get(key)
-                memo[key] = parse_annotation(text, self._zone) if isinstance(text, str) else None
+                got = parse_annotation(text, self._zone) if isinstance(text, str) else None
+                # A time ahead of ours counts as the time we first read it: not fresh for ever.
+                memo[key] = None if got is None else (got[0], min(got[1], now))
             node.node_memo[_MEMO] = memo
         return memo
 

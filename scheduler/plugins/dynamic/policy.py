@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from scheduler.config.decode import describe, shorten
+from scheduler.config.documents import load_yaml
 from scheduler.config.durations import DurationError, parse_duration
 from scheduler.config.errors import ConfigError
 
@@ -116,7 +118,8 @@ class _Reader:
         for key in value:
             if key not in known:
                 raise self.fail(
-                    _join(path, str(key)), f"unknown field {str(key)!r}; expected one of: {', '.join(known)}"
+                    _join(path, shorten(str(key))),
+                    f"unknown field {describe(str(key))}; expected one of: {', '.join(known)}",
                 )
         return value
 
@@ -146,7 +149,7 @@ class _Reader:
         if not isinstance(value, str) or not _METRIC_NAME.fullmatch(value):
             raise self.fail(
                 _join(path, "name"),
-                f"expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got {value!r}",
+                f"expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got {describe(value)}",
             )
         return value
 
@@ -163,7 +166,7 @@ class _Reader:
             or not math.isfinite(value)
             or not ok(float(value))
         ):
-            raise self.fail(where, f"expected {expected}, got {value!r}")
+            raise self.fail(where, f"expected {expected}, got {describe(value)}")
         return float(value)
 
     def count(self, item: dict[str, Any], key: str, path: str) -> int:
@@ -172,7 +175,7 @@ class _Reader:
         if value is None:
             raise self.fail(where, "required field missing: expected a whole number >= 1")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(where, f"expected a whole number >= 1, got {value!r}")
+            raise self.fail(where, f"expected a whole number >= 1, got {describe(value)}")
         return value
 
     def required_duration(self, item: dict[str, Any], key: str, path: str) -> float:
@@ -188,13 +191,13 @@ class _Reader:
             return None
         expected = 'a positive Go duration such as "3m" or "1h30m"'
         if not isinstance(value, str):
-            raise self.fail(where, f"expected {expected}, got {value!r}")
+            raise self.fail(where, f"expected {expected}, got {describe(value)}")
         try:
             ns = parse_duration(value)
         except DurationError as e:
-            raise self.fail(where, f"expected {expected}, got {value!r} ({e})") from None
+            raise self.fail(where, f"expected {expected}, got {describe(value)} ({e})") from None
         if ns <= 0:
-            raise self.fail(where, f"expected {expected}, got {value!r}")
+            raise self.fail(where, f"expected {expected}, got {describe(value)}")
         return ns / 1e9
 
 
@@ -205,7 +208,7 @@ def _join(path: str, key: str) -> str:
 def _describe(value: Any) -> str:
     if value is None:
         return "nothing"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {describe(value)}"
 
 
 def _check_unique(reader: _Reader, items: tuple[Any, ...], section: str) -> None:
@@ -214,7 +217,7 @@ def _check_unique(reader: _Reader, items: tuple[Any, ...], section: str) -> None
         if item.name in first:
             raise reader.fail(
                 f"spec.{section}[{i}].name",
-                f"duplicate metric {item.name!r}, already at spec.{section}[{first[item.name]}]",
+                f"duplicate metric {describe(item.name)}, already at spec.{section}[{first[item.name]}]",
             )
         first[item.name] = i
 
@@ -224,9 +227,9 @@ def parse_policy(document: Any, file: str) -> DynamicPolicy:
     r = _Reader(file)
     top = r.mapping(document, "", ("apiVersion", "kind", "metadata", "spec"))
     if top.get("apiVersion") != API_VERSION:
-        raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {top.get('apiVersion')!r}")
+        raise r.fail("apiVersion", f'expected "{API_VERSION}", got {describe(top.get("apiVersion"))}')
     if top.get("kind") != KIND:
-        raise r.fail("kind", f"expected {KIND!r}, got {top.get('kind')!r}")
+        raise r.fail("kind", f'expected "{KIND}", got {describe(top.get("kind"))}')
     if top.get("metadata") is not None and not isinstance(top["metadata"], dict):
         raise r.fail("metadata", f"expected a mapping, got {_describe(top['metadata'])}")
     if top.get("spec") is None:
@@ -281,7 +284,7 @@ def parse_policy(document: Any, file: str) -> DynamicPolicy:
             if item.name not in synced:
                 raise r.fail(
                     f"spec.{section}[{i}].name",
-                    f"metric {item.name!r} has no spec.syncPolicy entry, so it would never be "
+                    f"metric {describe(item.name)} has no spec.syncPolicy entry, so it would never be "
                     f"fetched; add {{name: {item.name}, period: ...}} to spec.syncPolicy",
                 )
     return DynamicPolicy(sync_policy=sync, predicate=predicate, priority=priority, hot_value=hot)
@@ -297,12 +300,15 @@ def load_policy(path: str) -> DynamicPolicy:
     except UnicodeDecodeError as e:
         raise ConfigError(path, "", f"expected UTF-8 text: {e}") from None
     try:
-        document = yaml.safe_load(text)
+        docs = load_yaml(text, path)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(path, "", f"invalid YAML{where}: {problem}") from None
-    if document is None:
+    docs = [d for d in docs if d is not None]
+    if not docs:
         raise ConfigError(path, "", f"the file is empty; expected a {KIND}")
-    return parse_policy(document, path)
+    if len(docs) > 1:
+        raise ConfigError(path, "", f"expected one YAML document, got {len(docs)}")
+    return parse_policy(docs[0], path)

@@ -436,7 +436,8 @@ class PrometheusSource:
         if not 0.0 <= value <= 1.0:  # NaN fails this too
             scale = "a percentage 0..100" if divisor != 1.0 else "a fraction 0..1"
             return key, f"{key}={raw} is not {scale}"
-        return key, Sample(value, sample_time, fetched_at)
+        # A time ahead of ours (a skewed clock) counts as now: it must not keep the value fresh.
+        return key, Sample(value, min(sample_time, fetched_at), fetched_at)
 
     def _report_invalid(self, metric: str, invalid: frozenset[str], examples: list[str]) -> None:
         self._metrics.invalid.labels(metric).set(len(invalid))

@@ -153,3 +153,12 @@ def test_prometheus_first_annotations_as_fallback(fake_prom: FakePrometheus) -> 
     plain = Env(prome_addr=fake_prom.url)
     assert plain.plugin.annotations is None
     plain.plugin.stop()
+
+
+def test_a_time_ahead_of_ours_counts_from_when_it_was_read() -> None:
+    # crane would keep a value stamped a day ahead fresh for a day and then some
+    env = Env()
+    nodes = env.nodes(annotated("n", age=-86400, cpu_usage_avg_5m=0.9))
+    assert run_filter(env.plugin, pod_info("web"), nodes)["n"] is not None  # read at NOW: fresh
+    env.clock.now = NOW + 8 * 60 + 1
+    assert run_filter(env.plugin, pod_info("web"), nodes)["n"] is None  # 3m + 5m after it was read

@@ -110,29 +110,29 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
         pytest.param(
             HEADER.replace("v1alpha1", "v1") + GOOD_SPEC,
             "apiVersion",
-            "expected 'scheduler.policy.crane.io/v1alpha1', got 'scheduler.policy.crane.io/v1'",
+            'expected "scheduler.policy.crane.io/v1alpha1", got "scheduler.policy.crane.io/v1"',
             id="api-version",
         ),
         pytest.param(
             HEADER.replace("DynamicSchedulerPolicy", "Policy") + GOOD_SPEC,
             "kind",
-            "expected 'DynamicSchedulerPolicy', got 'Policy'",
+            'expected "DynamicSchedulerPolicy", got "Policy"',
             id="kind",
         ),
         pytest.param(HEADER, "spec", "required field missing", id="no-spec"),
         pytest.param(HEADER + "spec: [1]\n", "spec", "expected a mapping, got list", id="spec-not-mapping"),
-        pytest.param(HEADER + "extra: 1\n" + GOOD_SPEC, "extra", "unknown field 'extra'", id="unknown-top"),
+        pytest.param(HEADER + "extra: 1\n" + GOOD_SPEC, "extra", 'unknown field "extra"', id="unknown-top"),
         pytest.param(
             HEADER + GOOD_SPEC + "  hotvalue: []\n",
             "spec.hotvalue",
-            "unknown field 'hotvalue'; expected one of: syncPolicy, predicate, priority, hotValue",
+            'unknown field "hotvalue"; expected one of: syncPolicy, predicate, priority, hotValue',
             id="unknown-spec-key",
         ),
         pytest.param(
             HEADER
             + GOOD_SPEC.replace("maxLimitPecent: 0.65}\n  priority", "maxLimitPercent: 0.65}\n  priority"),
             "spec.predicate[1].maxLimitPercent",
-            "unknown field 'maxLimitPercent'",
+            'unknown field "maxLimitPercent"',
             id="corrected-typo",
         ),
         pytest.param(
@@ -157,14 +157,14 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
             HEADER
             + GOOD_SPEC.replace("maxLimitPecent: 0.65}\n  priority", "maxLimitPecent: '0.6'}\n  priority"),
             "spec.predicate[1].maxLimitPecent",
-            "expected a number between 0 and 1, got '0.6'",
+            'expected a number between 0 and 1, got "0.6"',
             id="threshold-string",
         ),
         pytest.param(
             HEADER
             + GOOD_SPEC.replace("maxLimitPecent: 0.65}\n  priority", "maxLimitPecent: .nan}\n  priority"),
             "spec.predicate[1].maxLimitPecent",
-            "expected a number between 0 and 1, got nan",
+            "expected a number between 0 and 1, got NaN",
             id="threshold-nan",
         ),
         pytest.param(
@@ -183,7 +183,7 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
         pytest.param(
             HEADER + GOOD_SPEC.replace("weight: 0.2", "weight: true"),
             "spec.priority[0].weight",
-            "expected a non-negative number, got True",
+            "expected a non-negative number, got true",
             id="bool-weight",
         ),
         pytest.param(
@@ -213,7 +213,7 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
         pytest.param(
             HEADER + GOOD_SPEC.replace("cpu_usage_avg_5m, period: 3m", "cpu_usage_avg_5m, period: 3d"),
             "spec.syncPolicy[0].period",
-            'got \'3d\' (time: unknown unit "d" in duration "3d")',
+            'got "3d" (time: unknown unit "d" in duration "3d")',
             id="period-unit",
         ),
         pytest.param(
@@ -231,14 +231,14 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
         pytest.param(
             HEADER + GOOD_SPEC.replace("    - {name: mem_usage_avg_5m, period: 3m}\n", ""),
             "spec.predicate[1].name",
-            "metric 'mem_usage_avg_5m' has no spec.syncPolicy entry",
+            'metric "mem_usage_avg_5m" has no spec.syncPolicy entry',
             id="predicate-not-synced",
         ),
         pytest.param(
             HEADER
             + GOOD_SPEC.replace("{name: cpu_usage_avg_5m, weight: 0.2}", "{name: disk_usage, weight: 0.2}"),
             "spec.priority[0].name",
-            "metric 'disk_usage' has no spec.syncPolicy entry",
+            'metric "disk_usage" has no spec.syncPolicy entry',
             id="priority-not-synced",
         ),
         pytest.param(
@@ -247,7 +247,7 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
                 "{name: mem_usage_avg_5m, period: 3m}", "{name: cpu_usage_avg_5m, period: 1m}"
             ),
             "spec.syncPolicy[1].name",
-            "duplicate metric 'cpu_usage_avg_5m', already at spec.syncPolicy[0]",
+            'duplicate metric "cpu_usage_avg_5m", already at spec.syncPolicy[0]',
             id="duplicate",
         ),
         pytest.param(
@@ -278,7 +278,7 @@ def test_metadata_is_allowed_and_sections_may_be_empty(tmp_path: Path) -> None:
         pytest.param(
             HEADER + GOOD_SPEC.replace("- {timeRange: 5m, count: 5}", "- 5m"),
             "spec.hotValue[0]",
-            "expected a mapping, got str '5m'",
+            'expected a mapping, got str "5m"',
             id="item-not-mapping",
         ),
     ],

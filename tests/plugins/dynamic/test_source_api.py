@@ -375,3 +375,14 @@ def test_malformed_series_are_skipped_one_by_one(
     assert source.refresh("cpu")
     assert set(source.view("cpu").by_key) == {"node-a"}
     assert sample(registry, "dynamic_scheduler_metric_invalid_series", metric="cpu") == 5
+
+
+def test_a_sample_time_ahead_of_our_clock_counts_as_now(fake_prom: FakePrometheus, make_source) -> None:
+    # A Prometheus whose clock runs a day ahead must not keep its values fresh for a day.
+    now = time.time()
+    fake_prom.eval_time = now + 86400
+    fake_prom.set("cpu", ({"instance": "a"}, "0.5"))
+    source = make_source()
+    assert source.refresh("cpu")
+    (sample,) = source.view("cpu").by_key.values()
+    assert now - 5 <= sample.sample_time <= time.time()
