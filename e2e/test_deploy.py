@@ -31,7 +31,7 @@ BASELINE_SA = f"system:serviceaccount:{OUR_NS}:default"  # no bindings of its ow
 
 # manifests/README.md, "RBAC of the lease method": (resource, resourceName, verb).
 CLUSTER_WIDE = {
-    *(("pods", "", v) for v in ("get", "list", "watch")),
+    *(("pods", "", v) for v in ("get", "list", "watch", "delete")),
     *(
         (r, "", v)
         for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
@@ -42,6 +42,7 @@ CLUSTER_WIDE = {
         for r in ("csinodes.storage.k8s.io", "storageclasses.storage.k8s.io")
         for v in ("list", "watch")
     ),
+    *(("poddisruptionbudgets.policy", "", v) for v in ("list", "watch")),
     ("pods/binding", "", "create"),
     ("pods/status", "", "patch"),
     ("persistentvolumeclaims", "", "patch"),
