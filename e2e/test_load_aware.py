@@ -61,7 +61,7 @@ MARGIN = 0.02
 FULL_WINDOW = 60.0
 """Seconds from the burner's start until METRIC is all burner time: the 30 s rate, then the 30 s average."""
 REFRESH = "5s"
-CONTROL_PLANE_TAINT = "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
+CONTROL_PLANE_TAINT = "node(s) had untolerated taint(s)"
 
 # Short windows: 10 s scrapes (their timeout is the interval; the API server's node proxy can be
 # slow on a busy machine), a 30 s rate, METRIC averaged over 30 s instead of 5 m.

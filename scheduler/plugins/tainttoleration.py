@@ -1,15 +1,16 @@
 """TaintToleration: a node's NoSchedule/NoExecute taints keep out pods that don't tolerate them;
 untolerated PreferNoSchedule taints lower the node's score.
 
-Filter rejects with ``node(s) had untolerated taint {<key>: <value>}`` (the
-first such taint), as kube-scheduler words it. Score counts the untolerated
+Filter rejects with ``node(s) had untolerated taint(s)``, as kube-scheduler 1.37
+words it (the taint itself is logged at -v=4: messages aggregate across nodes
+only when they are alike). Score counts the untolerated
 PreferNoSchedule taints and normalizes in reverse, so the node with the fewest
 gets 100.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import logging
 from typing import Any, ClassVar
 
 from scheduler.core.framework import (
@@ -23,6 +24,7 @@ from scheduler.core.framework import (
 )
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
+from scheduler.logs import V, kv
 from scheduler.plugins.helpers import (
     DO_NOT_SCHEDULE_EFFECTS,
     PREFER_NO_SCHEDULE,
@@ -30,6 +32,8 @@ from scheduler.plugins.helpers import (
     tolerations_tolerate_taint,
 )
 from scheduler.plugins.topologycounts import shape_id
+
+logger = logging.getLogger(__name__)
 
 _PREFER_KEY = "TaintToleration/prefer"
 _FILTER_KEY = "TaintToleration"
@@ -40,13 +44,8 @@ _PREFER_COUNTS = "TaintToleration/prefer-counts"
 _NONE: tuple[dict[str, Any], ...] = ()
 
 
-def untolerated_taint_reason(taint: dict[str, Any]) -> str:
-    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
-
-
-@lru_cache(maxsize=1024)
-def _rejection(key: str, value: str) -> Status:
-    return unresolvable(untolerated_taint_reason({"key": key, "value": value}))
+UNTOLERATED = "node(s) had untolerated taint(s)"
+_REJECTED = unresolvable(UNTOLERATED)
 
 
 def _taint_key(taints: tuple[dict[str, Any], ...]) -> int:
@@ -101,10 +100,21 @@ class TaintToleration:
         return verdicts  # type: ignore[no-any-return]
 
     @staticmethod
-    def _verdict(tolerations: tuple[dict[str, Any], ...], hard: tuple[dict[str, Any], ...]) -> Status | None:
+    def _verdict(
+        tolerations: tuple[dict[str, Any], ...], hard: tuple[dict[str, Any], ...], pod: PodInfo
+    ) -> Status | None:
+        """The verdict for nodes with the taints ``hard`` (one per set of taints and cycle)."""
         for taint in hard:
             if not tolerations or not tolerations_tolerate_taint(tolerations, taint):
-                return _rejection(taint.get("key") or "", taint.get("value") or "")
+                if logger.isEnabledFor(V(4)):
+                    logger.log(
+                        V(4),
+                        "node had untolerated taints",
+                        extra=kv(
+                            pod=pod.key, untoleratedTaint=f"{taint.get('key')}={taint.get('value') or ''}"
+                        ),
+                    )
+                return _REJECTED
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -116,7 +126,7 @@ class TaintToleration:
         verdicts = self._verdicts(state)
         if key in verdicts:
             return verdicts[key]
-        verdict = verdicts[key] = self._verdict(self._tolerations(state, pod), hard)
+        verdict = verdicts[key] = self._verdict(self._tolerations(state, pod), hard, pod)
         return verdict
 
     def filter_nodes(
@@ -128,7 +138,7 @@ class TaintToleration:
         distinct = set(keys)
         for key in distinct.difference(verdicts):
             ni = nodes[keys.index(key)]
-            verdicts[key] = self._verdict(self._tolerations(state, pod), _split_taints(ni)[0])
+            verdicts[key] = self._verdict(self._tolerations(state, pod), _split_taints(ni)[0], pod)
         if all(verdicts[k] is None for k in distinct):
             return None
         return [verdicts[k] for k in keys]

@@ -67,16 +67,13 @@ def test_num_feasible_nodes_to_find_matches_kube_scheduler(pct, nodes, want) -> 
 
 
 def test_fit_error_message_aggregates_reasons_like_kube_scheduler() -> None:
-    taint = RejectNodes(
-        "TaintToleration", {"n0"}, "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
-    )
+    taint = RejectNodes("TaintToleration", {"n0"}, "node(s) had untolerated taint(s)")
     cpu = RejectNodes("NodeResourcesFit", {"n1", "n2"}, "Insufficient cpu")
     prof = Profile("default-scheduler", [taint, cpu], filters=["TaintToleration", "NodeResourcesFit"])
     with pytest.raises(FitError) as e:
         prof.schedule(CycleState(), pinfo("p"), cluster(3))
     assert e.value.message() == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint "
-        "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
     )
     assert e.value.unschedulable_plugins() == {"TaintToleration", "NodeResourcesFit"}
 

@@ -61,7 +61,7 @@ def filter_one(pod, node):
         ([], [taint("dedicated", "user1", "PreferNoSchedule")], None),
         # NoExecute filters like NoSchedule
         ([], [taint("node.kubernetes.io/not-ready", None, "NoExecute")], "{node.kubernetes.io/not-ready: }"),
-        # the first untolerated taint is reported
+        # any untolerated NoSchedule/NoExecute taint rejects
         (
             [toleration("a", operator="Exists")],
             [
@@ -80,14 +80,14 @@ def test_filter(tolerations, taints, rejected_by):
         assert st is None
     else:
         assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        assert st.reasons == (f"node(s) had untolerated taint {rejected_by}",)
+        assert st.reasons == ("node(s) had untolerated taint(s)",)  # kube-scheduler 1.37's words
 
 
 def test_filter_runs_without_prefilter():
     st = TaintToleration(None, None).filter(
         CycleState(), pod_info(), node_info("n1", taints=[taint("k", "v", "NoSchedule")])
     )
-    assert st.reasons == ("node(s) had untolerated taint {k: v}",)
+    assert st.reasons == ("node(s) had untolerated taint(s)",)
 
 
 def test_nodes_tainted_alike_share_a_verdict_and_other_taints_get_their_own():
@@ -109,14 +109,14 @@ def test_nodes_tainted_alike_share_a_verdict_and_other_taints_get_their_own():
         for n, st in run_filter(TaintToleration(None, None), pod, nodes).items()
     }
     assert got == {
-        "other-value": "node(s) had untolerated taint {k: w}",
+        "other-value": "node(s) had untolerated taint(s)",
         "a": None,
         "b": None,
-        "noexecute": "node(s) had untolerated taint {k: v}",
-        "extra": "node(s) had untolerated taint {x: 1}",
+        "noexecute": "node(s) had untolerated taint(s)",
+        "extra": "node(s) had untolerated taint(s)",
         "untainted": None,
         "c": None,
-        "other-value-again": "node(s) had untolerated taint {k: w}",
+        "other-value-again": "node(s) had untolerated taint(s)",
     }
 
 
@@ -130,18 +130,16 @@ def test_verdicts_stay_right_when_the_table_of_taint_sets_is_cleared(monkeypatch
         n: (st.reasons[0] if st else None)
         for n, st in run_filter(TaintToleration(None, None), pod, nodes).items()
     }
-    assert got == {
-        f"n{i}": None if i % 5 == 0 else f"node(s) had untolerated taint {{k: {i % 5}}}" for i in range(12)
-    }
+    assert got == {f"n{i}": None if i % 5 == 0 else "node(s) had untolerated taint(s)" for i in range(12)}
     assert len(topologycounts._shape_ids) <= 2
 
 
 def test_a_node_is_read_again_when_it_changes_not_when_its_pods_do():
     pl = TaintToleration(None, None)
     ni = node_info("n1", taints=[taint("k", "v")])
-    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint {k: v}",)
+    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint(s)",)
     ni.add_pod(pod_info("p", node_name="n1"))
-    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint {k: v}",)
+    assert pl.filter(CycleState(), pod_info(), ni).reasons == ("node(s) had untolerated taint(s)",)
     ni.set_node(make_node("n1", taints=[taint("k", "w", "PreferNoSchedule")]))
     assert pl.filter(CycleState(), pod_info(), ni) is None
     assert run_score(pl, pod_info(), [ni, node_info("n2")]) == {"n1": 0, "n2": 100}
