@@ -2,9 +2,10 @@
 # Builds upstream's e2e test binary (e2e.test, the Go test binary of
 # k8s.io/kubernetes/test/e2e) and agnhost (the program of the tests' agnhost
 # image) at the Kubernetes release hack/tools/go.mod pins, from the module in
-# this folder, into the tools cache ($E2E_BIN). Built only when missing; about
-# 6 minutes on 2 cores once `make tools` has warmed Go's build cache. Prints
-# the folder of the two binaries.
+# this folder, into the tools cache ($E2E_BIN). Built only when missing: about
+# 2 minutes on 2 cores once `make tools` has warmed Go's build cache (most of
+# the packages are the tools'), much longer cold. Prints the folder of the two
+# binaries.
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/conformance/lib.sh"
 
@@ -50,7 +51,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 start=$SECONDS
-log "building e2e.test for Kubernetes ${KUBE_VERSION} (about 6 min with make tools' build cache, 20 min and more cold)"
+log "building e2e.test for Kubernetes ${KUBE_VERSION} (about 2 min after make tools, much longer cold)"
 # -vet=off: go test -c would vet the whole package first, minutes for nothing.
 nice go test -c -trimpath -vet=off -ldflags "$ldflags" -o "$staging/bin/e2e.test" k8s.io/kubernetes/test/e2e \
   || die "go test -c k8s.io/kubernetes/test/e2e failed (output above)"
