@@ -3,17 +3,24 @@
 # Lease kube-system/kube-scheduler is held, renewed within its leaseDuration,
 # by one of ours (the lease method's pod, whose writes carry our holder
 # annotation) or by kube-scheduler (the kube-scheduler static pod's node, no
-# annotation of ours). For ours it also waits until the holder logs that it
-# schedules (a takeover schedules only after its safe wait). Prints the
-# holder identity; a Lease held by anyone else is an error: the run would not
-# test the scheduler it is reported for.
-#   hack/conformance/lease.sh ours|kube-scheduler [SECONDS to wait, default 90]
+# annotation of ours). Before a run it waits up to 90 s for that, and for ours
+# until the holder logs that it schedules (a takeover schedules only after its
+# safe wait); after a run it waits 10 s at most (a renewal late on a busy
+# machine). Prints the holder identity; a Lease held by anyone else is an
+# error: the run would not test, or did not test, the scheduler it is
+# reported for.
+#   hack/conformance/lease.sh ours|kube-scheduler before|after
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 source "$REPO_ROOT/hack/conformance/lib.sh"
-want=${1:?usage: lease.sh ours|kube-scheduler [seconds]}
-timeout=${2:-90}
+want=${1:?usage: lease.sh ours|kube-scheduler before|after}
+when=${2:?usage: lease.sh ours|kube-scheduler before|after}
 [[ $want == ours || $want == kube-scheduler ]] || die "lease.sh: unknown scheduler '$want'"
+case $when in
+  before) timeout=90 ;;
+  after) timeout=10 ;;
+  *) die "lease.sh: expected before or after, not '$when'" ;;
+esac
 
 # holder_of: "<class> <identity>" of the Lease now, class ours, kube-scheduler,
 # expired, nobody or other.
@@ -41,12 +48,13 @@ deadline=$((SECONDS + timeout))
 while :; do
   read -r class identity < <(holder_of)
   [[ $class == "$want" ]] && break
-  (( SECONDS < deadline )) || die "Lease $LEASE_NS/$LEASE_NAME is held by $identity ($class), not by $want, after ${timeout}s: a run now would not test $want"
+  (( SECONDS < deadline )) || die "Lease $LEASE_NS/$LEASE_NAME is held by $identity ($class), not by $want ($when the run, waited ${timeout}s)"
   sleep 2
 done
-if [[ $want == ours ]]; then
+if [[ $want == ours && $when == before ]]; then
   pod=${identity%_*}
-  until kubectl -n "$OUR_NS" logs "$pod" 2>/dev/null | grep -q 'Started leading; scheduling'; do
+  # Not grep -q: an early exit would fail the pipeline (pipefail) on a long log.
+  until kubectl -n "$OUR_NS" logs "$pod" 2>/dev/null | grep -F 'Started leading; scheduling' >/dev/null; do
     (( SECONDS < deadline )) || die "ours holds the Lease ($identity) but $OUR_NS/$pod has not started scheduling after ${timeout}s"
     sleep 2
   done

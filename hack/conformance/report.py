@@ -21,8 +21,11 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import yaml
 
 SCHEDULERS = ("kube-scheduler", "ours")
 # ginkgo's spec states that are a failure of the spec.
@@ -57,12 +60,33 @@ def read_junit(path: Path) -> dict[str, dict]:
 
 
 def failure_message(text: str) -> str:
-    """ginkgo's failure text without its timeline: ``[FAILED] <message>`` and ``In [It] at: <where>``."""
+    """ginkgo's failure text in short: ``[FAILED] <message>`` and ``In [It] at: <where>``, with
+    the pod a wait gave up on (gomega prints it whole) cut down to its phase and conditions."""
     text = text.strip()
     head, sep, rest = text.partition("\nIn [")
     where = rest.split("\n", 1)[0] if sep else ""
     message = head.removeprefix("[FAILED] ").removeprefix("[TIMEDOUT] ").strip()
+    parts = re.split("(got instead:)", message, maxsplit=1, flags=re.IGNORECASE)
+    if len(parts) == 3:
+        expected, got, dump = parts
+        message = f"{' '.join(expected.split())} {got} {pod_summary(dump)}"
     return f"{message} (in [{where})" if where else message
+
+
+def pod_summary(dump: str) -> str:
+    """``<ns>/<name>: <phase>; <condition> <status> <reason>: <message>`` of gomega's
+    ``<*v1.Pod | 0x...>:`` YAML dump, or the dump's first line if it is no pod."""
+    _, _, body = dump.partition(">:")
+    try:
+        pod = yaml.safe_load(textwrap.dedent(body.strip("\n")))
+        meta, status = pod["metadata"], pod.get("status") or {}
+    except (yaml.YAMLError, TypeError, KeyError):
+        return dump.strip().split("\n", 1)[0]
+    parts = [f"pod {meta.get('namespace')}/{meta.get('name')}: {status.get('phase')}"]
+    for c in status.get("conditions") or []:
+        text = " ".join(str(c.get(k)) for k in ("type", "status", "reason") if c.get(k))
+        parts.append(f"{text}: {c['message']}" if c.get("message") else text)
+    return "; ".join(parts)
 
 
 def read_run(run_dir: Path) -> dict:
@@ -173,7 +197,7 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def one_line(text: str, limit: int = 400) -> str:
+def one_line(text: str, limit: int = 600) -> str:
     text = " ".join(text.split()).replace("`", "'")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
