@@ -64,7 +64,7 @@ def failure_message(text: str) -> str:
     the pod a wait gave up on (gomega prints it whole) cut down to its phase and conditions."""
     text = text.strip()
     head, sep, rest = text.partition("\nIn [")
-    where = rest.split("\n", 1)[0] if sep else ""
+    where = rest.split("\n", 1)[0].split(" @ ", 1)[0] if sep else ""  # no timestamp
     message = head.removeprefix("[FAILED] ").removeprefix("[TIMEDOUT] ").strip()
     parts = re.split("(got instead:)", message, maxsplit=1, flags=re.IGNORECASE)
     if len(parts) == 3:

@@ -40,6 +40,47 @@ timed() {
 # run_logged CMD...: a deploy command, its output on stderr and in commands.log.
 run_logged() { "$@" 2>&1 | tee -a "$art/commands.log" >&2; }
 
+# run_with NAME: the Lease checked, one run into $art/NAME, the Lease checked
+# again. e2e.test's exit code 1 means failed specs, which are results.
+run_with() {
+  local name=$1 rc=0 t0=$SECONDS
+  mkdir -p "$art/$name"
+  bash "$CONFORMANCE_MOD_DIR/lease.sh" "$name" before >"$art/$name/holder"
+  bash "$CONFORMANCE_MOD_DIR/run-e2e.sh" "$name" "$art/$name" || rc=$?
+  timings+=("run_$name=$((SECONDS - t0))")
+  (( rc == 0 || rc == 1 )) || die "$name: e2e.test could not run the specs (exit $rc; $art/$name/e2e.log)"
+  bash "$CONFORMANCE_MOD_DIR/lease.sh" "$name" after >"$art/$name/holder-after" 2>"$art/$name/holder-after.log" \
+    || die "the run with $name does not count, the Lease changed hands: $(sed -n 's/^error: //p' "$art/$name/holder-after.log")"
+}
+
+# kube-scheduler exits whenever it loses its Lease; the kubelet waits longer
+# before each restart (up to 5 minutes) and a restore would wait that out. A
+# kubelet restart ends the back-off (README, Troubleshooting), as the e2e
+# suites do before each restore.
+end_kube_scheduler_backoff() {
+  local reason node
+  read -r node reason < <(kubectl -n kube-system get pods -l component=kube-scheduler \
+    -o jsonpath='{.items[0].spec.nodeName} {.items[0].status.containerStatuses[0].state.waiting.reason}') || true
+  [[ ${reason:-} == CrashLoopBackOff ]] || return 0
+  log "kube-scheduler waits out a CrashLoopBackOff: restarting the kubelet on $node"
+  echo "--- $(date -u +%H:%M:%S) kube-scheduler in CrashLoopBackOff: kubelet restarted on $node" >>"$art/commands.log"
+  docker exec "$node" systemctl restart kubelet
+  kubectl -n kube-system wait --for=condition=Ready pod -l component=kube-scheduler --timeout=120s >/dev/null \
+    || die "kube-scheduler did not become Ready after the kubelet's restart on $node"
+}
+
+# save_logs NAME NAMESPACE SELECTOR: every container's log (and the previous
+# one's, after a restart) of those pods, into $art/NAME/logs/.
+save_logs() {
+  local name=$1 ns=$2 selector=$3 pod
+  mkdir -p "$art/$name/logs"
+  for pod in $(kubectl -n "$ns" get pods -l "$selector" -o jsonpath='{.items[*].metadata.name}'); do
+    kubectl -n "$ns" logs "$pod" --all-containers --timestamps >"$art/$name/logs/$pod.log" 2>&1 || true
+    kubectl -n "$ns" logs "$pod" --all-containers --timestamps --previous >"$art/$name/logs/$pod.previous.log" 2>/dev/null \
+      || rm -f "$art/$name/logs/$pod.previous.log"
+  done
+}
+
 cluster_up=0
 teardown() {
   local rc=$?
@@ -93,47 +134,6 @@ fi
 bash "$REPO_ROOT/hack/kind/ready.sh"
 timings+=("load_and_ready=$((SECONDS - t0))")
 node_image=$(docker inspect -f '{{.Config.Image}}' "${KIND_CLUSTER}-control-plane" 2>/dev/null || echo unknown)
-
-# run_with NAME: the Lease checked, one run into $art/NAME, the Lease checked
-# again. e2e.test's exit code 1 means failed specs, which are results.
-run_with() {
-  local name=$1 rc=0 t0=$SECONDS
-  mkdir -p "$art/$name"
-  bash "$CONFORMANCE_MOD_DIR/lease.sh" "$name" before >"$art/$name/holder"
-  bash "$CONFORMANCE_MOD_DIR/run-e2e.sh" "$name" "$art/$name" || rc=$?
-  timings+=("run_$name=$((SECONDS - t0))")
-  (( rc == 0 || rc == 1 )) || die "$name: e2e.test could not run the specs (exit $rc; $art/$name/e2e.log)"
-  bash "$CONFORMANCE_MOD_DIR/lease.sh" "$name" after >"$art/$name/holder-after" 2>"$art/$name/holder-after.log" \
-    || die "the run with $name does not count, the Lease changed hands: $(sed -n 's/^error: //p' "$art/$name/holder-after.log")"
-}
-
-# kube-scheduler exits whenever it loses its Lease; the kubelet waits longer
-# before each restart (up to 5 minutes) and a restore would wait that out. A
-# kubelet restart ends the back-off (README, Troubleshooting), as the e2e
-# suites do before each restore.
-end_kube_scheduler_backoff() {
-  local reason node
-  read -r node reason < <(kubectl -n kube-system get pods -l component=kube-scheduler \
-    -o jsonpath='{.items[0].spec.nodeName} {.items[0].status.containerStatuses[0].state.waiting.reason}') || true
-  [[ ${reason:-} == CrashLoopBackOff ]] || return 0
-  log "kube-scheduler waits out a CrashLoopBackOff: restarting the kubelet on $node"
-  echo "--- $(date -u +%H:%M:%S) kube-scheduler in CrashLoopBackOff: kubelet restarted on $node" >>"$art/commands.log"
-  docker exec "$node" systemctl restart kubelet
-  kubectl -n kube-system wait --for=condition=Ready pod -l component=kube-scheduler --timeout=120s >/dev/null \
-    || die "kube-scheduler did not become Ready after the kubelet's restart on $node"
-}
-
-# save_logs NAME NAMESPACE SELECTOR: every container's log (and the previous
-# one's, after a restart) of those pods, into $art/NAME/logs/.
-save_logs() {
-  local name=$1 ns=$2 selector=$3 pod
-  mkdir -p "$art/$name/logs"
-  for pod in $(kubectl -n "$ns" get pods -l "$selector" -o jsonpath='{.items[*].metadata.name}'); do
-    kubectl -n "$ns" logs "$pod" --all-containers --timestamps >"$art/$name/logs/$pod.log" 2>&1 || true
-    kubectl -n "$ns" logs "$pod" --all-containers --timestamps --previous >"$art/$name/logs/$pod.previous.log" 2>/dev/null \
-      || rm -f "$art/$name/logs/$pod.previous.log"
-  done
-}
 
 step 4 "ours as default-scheduler (lease method)"
 timed deploy_lease run_logged bash "$REPO_ROOT/hack/deploy.sh" lease
