@@ -4,8 +4,8 @@
 # DIR/e2e.log, its JUnit report in DIR/junit_01.xml, and DIR/started, seconds
 # and exit-code for the report. A progress line on stderr whenever a spec
 # finishes. Exits with e2e.test's code: 1 when specs failed (the report tells
-# which), and anything else (2 when there is no JUnit report) when the suite
-# itself could not run.
+# which), and anything else when the suite itself could not run (2: no JUnit
+# report, 3: the suite's set-up failed).
 #   hack/conformance/run-e2e.sh NAME DIR
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
@@ -75,5 +75,9 @@ if [[ ! -s $dir/junit_01.xml ]]; then
   tail -15 "$out" >&2
   log "$name: e2e.test wrote no JUnit report"
   (( rc > 1 )) || rc=2
+elif grep -Eq 'name="\[(Synchronized)?BeforeSuite\]"[^>]* status="(failed|timedout|panicked|interrupted|aborted)"' "$dir/junit_01.xml"; then
+  # ginkgo exits 1 for this too, but then no spec ran as it should.
+  log "$name: the suite's set-up failed (see its [SynchronizedBeforeSuite] in $out)"
+  rc=3
 fi
 exit "$rc"

@@ -156,7 +156,7 @@ context=(kubernetes="$KUBE_VERSION" cluster="$KIND_CLUSTER" node_image="$node_im
 "$PY" "$CONFORMANCE_MOD_DIR/report.py" --out "$results" "${focus_args[@]}" --skip "$E2E_SKIP" \
   --run ours="$art/ours" --run kube-scheduler="$art/kube-scheduler" \
   --environment "$CONFORMANCE_MOD_DIR/environment.tsv" \
-  "${context[@]/#/--context=}" "${timings[@]/#/--timing=}" || die "writing the report failed (see above)"
+  "${context[@]/#/--context=}" "${timings[@]/#/--timing=}" || exit 1  # report.py says why, on one error: line
 cp "$results/latest.json" "$results/latest.md" "$art/" 2>/dev/null || true
 log "results: $results/latest.md"
 grep -E '^- (ours|kube-scheduler):' "$results/latest.md" >&2 || true
