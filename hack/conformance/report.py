@@ -154,12 +154,14 @@ def short(name: str) -> str:
 def markdown(report: dict) -> str:
     ctx = report["context"]
     runs = report["runs"]
+    offline = " with OFFLINE=1" if ctx.get("offline") == "1" else ""
+    commit = f", ours built from {ctx['commit']}" if ctx.get("commit") else ""
     lines = [
         "# Upstream `[sig-scheduling]` e2e specs: kube-scheduler and ours",
         "",
         f"`e2e.test` {ctx.get('kubernetes')} on the kind cluster `{ctx.get('cluster')}` "
         f"(node image `{ctx.get('node_image')}`), {ctx.get('date')}, by `make conformance`"
-        f"{' with OFFLINE=1' if ctx.get('offline') == '1' else ''}. Ours first, then kube-scheduler on the same cluster.",
+        f"{offline}{commit}. Ours first, then kube-scheduler on the same cluster.",
         "",
     ]
     for s in ("ours", "kube-scheduler"):

@@ -151,7 +151,9 @@ save_logs kube-scheduler kube-system component=kube-scheduler
 step 7 "report"
 focus_args=()
 for f in "${E2E_FOCUS[@]}"; do focus_args+=(--focus "$f"); done
-context=(kubernetes="$KUBE_VERSION" cluster="$KIND_CLUSTER" node_image="$node_image" offline="$OFFLINE"
+# The commit the scheduler image was built from: the results are that code's.
+commit=$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+context=(kubernetes="$KUBE_VERSION" cluster="$KIND_CLUSTER" node_image="$node_image" offline="$OFFLINE" commit="$commit"
   date="$(date -u +%Y-%m-%d)" seed="$E2E_SEED" artifacts="${art#"$REPO_ROOT"/}")
 "$PY" "$CONFORMANCE_MOD_DIR/report.py" --out "$results" "${focus_args[@]}" --skip "$E2E_SKIP" \
   --run ours="$art/ours" --run kube-scheduler="$art/kube-scheduler" \
