@@ -47,8 +47,8 @@ unit: venv ## Run the unit tests only (no API server, no tools build)
 
 .PHONY: lint
 lint: venv ## ruff check and ruff format --check
-	$(VENV)/bin/ruff check scheduler tests e2e bench
-	$(VENV)/bin/ruff format --check scheduler tests e2e bench
+	$(VENV)/bin/ruff check scheduler tests e2e bench hack/conformance
+	$(VENV)/bin/ruff format --check scheduler tests e2e bench hack/conformance
 
 ##@ Offline toolchain (what OFFLINE=1 builds; binaries live in ~/.cache/dynamic-scheduler)
 
@@ -127,6 +127,10 @@ finalize-namespace: venv ## Clear the finalizers of a namespace stuck in Termina
 e2e: docker venv ## Cluster up, image, every e2e suite, cluster down (KEEP_CLUSTER=1 keeps it; E2E_ARGS='-k lease')
 	@bash hack/e2e.sh
 test-e2e: e2e ## Same as e2e
+
+.PHONY: conformance
+conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, then with kube-scheduler: conformance/results/latest.md (KEEP_CLUSTER=1 keeps the cluster)
+	@bash hack/conformance/run.sh
 
 ##@ Benchmark
 

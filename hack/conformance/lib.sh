@@ -1,0 +1,40 @@
+# Settings shared by the conformance scripts. Source after common.sh.
+
+CONFORMANCE_MOD_DIR=$REPO_ROOT/hack/conformance
+
+# e2e.test and agnhost live beside the tools, keyed like tools_key: by the
+# module they are built from and by the recipe, so that any change to either
+# builds them again and a stale binary is never used.
+e2e_key() {
+  cat "$CONFORMANCE_MOD_DIR"/go.{mod,sum} "$CONFORMANCE_MOD_DIR/build.sh" | sha256sum | cut -c1-12
+}
+E2E_DIR=$CACHE_ROOT/tools/${KUBE_VERSION}-e2e-$(e2e_key)
+E2E_BIN=$E2E_DIR/bin
+
+# The specs a run selects, as ginkgo regular expressions over a spec's full
+# text (several --ginkgo.focus are ORed, then --ginkgo.skip removes). Every
+# spec of SchedulerPredicates and SchedulerPreemption, and every conformance
+# spec of sig-scheduling (LimitRange's too); not those that need a feature gate
+# that is off by default, which the stock cluster does not enable (the
+# framework tags them [Feature:OffByDefault]). CONFORMANCE_FOCUS (one regular
+# expression) replaces the focus, for a quick look at a few specs.
+if [[ -n ${CONFORMANCE_FOCUS:-} ]]; then
+  E2E_FOCUS=("$CONFORMANCE_FOCUS")
+else
+  E2E_FOCUS=(
+    '\[sig-scheduling\] SchedulerPredicates '
+    '\[sig-scheduling\] SchedulerPreemption '
+    '\[sig-scheduling\] .*\[Conformance\]'
+  )
+fi
+E2E_SKIP='\[Feature:OffByDefault\]'
+# ginkgo's shuffle seed: every run takes the specs in the same order.
+E2E_SEED=${CONFORMANCE_SEED:-1}
+
+LEASE_NS=kube-system
+LEASE_NAME=kube-scheduler
+OUR_NS=crane-system
+OUR_SELECTOR=app.kubernetes.io/name=dynamic-scheduler
+# What our replicas write on the Lease besides the holder identity
+# (scheduler/cluster/leaderelection.py, HOLDER_ANNOTATION).
+OUR_HOLDER_ANNOTATION=dynamic-scheduler.io/holder
