@@ -33,7 +33,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
-from e2e.kube import poll, wait_pod
+from e2e.kube import docker_exec, poll, wait_pod
 
 OUR_NS = "crane-system"
 OUR_DEPLOYMENT = "dynamic-scheduler"
@@ -581,20 +581,65 @@ class PodWatch:
 # --- the scheduler's own metrics ---------------------------------------------------------------
 
 
-def scheduler_metrics(api: client.ApiClient, pod: str) -> str:
-    """/metrics of one of our replicas, through the API server's pod proxy (HTTPS port 10259)."""
-    resp = api.call_api(
-        f"/api/v1/namespaces/{OUR_NS}/pods/https:{pod}:10259/proxy/metrics",
-        "GET",
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=30,
+METRICS_READER = "dynamic-scheduler-e2e:metrics-reader"
+"""A ClusterRole, and the ServiceAccount in kube-system bound to it, that may get /metrics."""
+
+
+def metrics_reader_token(api: client.ApiClient) -> str:
+    """A short-lived token of a ServiceAccount that may get /metrics (made when missing)."""
+    rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
+    name = METRICS_READER.replace(":", "-")
+    for create, body in (
+        (
+            rbac.create_cluster_role,
+            {
+                "metadata": {"name": METRICS_READER},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            },
+        ),
+        (
+            rbac.create_cluster_role_binding,
+            {
+                "metadata": {"name": METRICS_READER},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": METRICS_READER,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}],
+            },
+        ),
+        (lambda b: core.create_namespaced_service_account("kube-system", b), {"metadata": {"name": name}}),
+    ):
+        try:
+            create(body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    req = core.create_namespaced_service_account_token(
+        name, "kube-system", {"spec": {"expirationSeconds": 600}}
     )
-    try:
-        return resp.data.decode()
-    finally:
-        resp.release_conn()
+    return req.status.token
+
+
+def scheduler_get(api: client.ApiClient, pod: str, path: str, token: str | None = None) -> tuple[int, str]:
+    """(HTTP status, body) of a GET on one of our replicas' secure port (10259), by curl on the
+    pod's node: the API server's pod proxy would drop the caller's credentials."""
+    p = client.CoreV1Api(api).read_namespaced_pod(pod, OUR_NS)
+    auth = ["-H", f"Authorization: Bearer {token}"] if token else []
+    url = f"https://{p.status.pod_ip}:10259{path}"
+    out = docker_exec(
+        p.spec.node_name, "curl", "-sSk", "--max-time", "20", "-w", "\n%{http_code}", *auth, url
+    )
+    body, _, code = out.stdout.rpartition("\n")
+    return int(code), body
+
+
+def scheduler_metrics(api: client.ApiClient, pod: str) -> str:
+    """/metrics of one of our replicas, read with a token that may (see :func:`scheduler_get`)."""
+    code, body = scheduler_get(api, pod, "/metrics", metrics_reader_token(api))
+    assert code == 200, f"GET /metrics of {pod}: {code} {body[:300]}"
+    return body
 
 
 def histogram(text: str, name: str) -> dict[float, float]:

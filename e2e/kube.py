@@ -6,6 +6,8 @@ for and what it last saw, so a failing e2e run says why.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -139,3 +141,21 @@ def run_pod(
     if pod["status"]["phase"] != "Succeeded":
         raise AssertionError(f"pod {ns}/{name} failed: {pod['status'].get('containerStatuses')}\n{log}")
     return log
+
+
+DOCKER = os.environ.get("DOCKER", "docker")
+
+
+def docker_exec(
+    node: str, *cmd: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``docker exec <node> cmd...`` (a kind node is a container named like the node)."""
+    proc = subprocess.run(
+        [DOCKER, "exec", node, *cmd], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"docker exec {node} {' '.join(cmd)} exited {proc.returncode}: "
+            f"{proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    return proc

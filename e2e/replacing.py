@@ -26,9 +26,7 @@ How the schedulers are told apart:
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +38,7 @@ from typing import Any
 from kubernetes import client, watch
 
 from e2e.binding import pod_body, wall
-from e2e.kube import poll
+from e2e.kube import docker_exec, poll
 
 LEASE_NS, LEASE = "kube-system", "kube-scheduler"
 HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
@@ -48,7 +46,6 @@ OUR_NS = "crane-system"
 OUR_DEPLOYMENT = "dynamic-scheduler"
 OUR_SELECTOR = "app.kubernetes.io/name=dynamic-scheduler,app.kubernetes.io/component=scheduler"
 KUBE_SCHEDULER_SELECTOR = "component=kube-scheduler"
-DOCKER = os.environ.get("DOCKER", "docker")
 
 
 # --- times -------------------------------------------------------------------------------------
@@ -319,21 +316,6 @@ def end_kube_scheduler_backoff(core: client.CoreV1Api) -> bool:
         interval=1,
     )
     return True
-
-
-def docker_exec(
-    node: str, *cmd: str, check: bool = True, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """``docker exec <node> cmd...`` (a kind node is a container named like the node)."""
-    proc = subprocess.run(
-        [DOCKER, "exec", node, *cmd], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"docker exec {node} {' '.join(cmd)} exited {proc.returncode}: "
-            f"{proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    return proc
 
 
 def container_pid(pod: client.V1Pod, container: str | None = None) -> tuple[str, int]:

@@ -49,6 +49,11 @@ CLUSTER_WIDE = {
     ("persistentvolumes", "", "patch"),
     ("events.events.k8s.io", "", "create"),
     ("events.events.k8s.io", "", "patch"),
+    ("tokenreviews.authentication.k8s.io", "", "create"),
+    ("subjectaccessreviews.authorization.k8s.io", "", "create"),
+}
+AUTHENTICATION_CONFIG = {
+    ("configmaps", "extension-apiserver-authentication", v) for v in ("get", "list", "watch")
 }
 IN_LEASE_NAMESPACE = {
     ("leases.coordination.k8s.io", "", "create"),
@@ -165,7 +170,7 @@ def lease_rbac(kind_cluster, our_namespace: str) -> Iterator[None]:
         d for d in render("lease").split("\n---\n") if re.search(rf"^kind: ({'|'.join(kinds)})$", d, re.M)
     ]
     stream = "\n---\n".join(docs)
-    assert len(docs) == 5, stream
+    assert len(docs) == 7, stream
     kubectl(kind_cluster, "apply", "--server-side", "--field-manager=e2e", "-f", "-", stdin=stream)
     yield
     kubectl(kind_cluster, "delete", "--ignore-not-found", "-f", "-", stdin=stream)
@@ -175,7 +180,7 @@ def test_the_service_account_may_do_only_what_the_scheduler_needs(kind_cluster, 
     for namespace, want in (
         (OUR_NS, CLUSTER_WIDE),
         ("default", CLUSTER_WIDE),
-        ("kube-system", CLUSTER_WIDE | IN_LEASE_NAMESPACE),
+        ("kube-system", CLUSTER_WIDE | IN_LEASE_NAMESPACE | AUTHENTICATION_CONFIG),
     ):
         granted = can_i(kind_cluster, SA, namespace) - can_i(kind_cluster, BASELINE_SA, namespace)
         assert granted == want, (

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
+from e2e import binding as b
 from e2e.binding import bound_by, control_plane
 from e2e.conftest import ARTIFACTS
 from e2e.deploying import Result, deploy, restore
@@ -165,6 +166,20 @@ def test_takeover_one_of_ours_holds_the_lease(deployed: Deployed, core: client.C
     # Whoever held the Lease before is a foreign holder: it is taken once, not lapsed.
     first_ours = deployed.watch.wait_for("ours", lambda c: annotated_ours(c.lease), 1)
     assert first_ours.lease["spec"]["leaseTransitions"] >= 1
+
+
+def test_the_secure_port_authenticates_and_authorizes_as_kube_schedulers(
+    deployed: Deployed, api: client.ApiClient
+) -> None:
+    pod = deployed.leader
+    code, body = b.scheduler_get(api, pod, "/metrics")
+    assert code == 403, body
+    assert json.loads(body)["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics"'
+    assert b.scheduler_get(api, pod, "/metrics", "not-a-token")[0] == 401
+    code, body = b.scheduler_get(api, pod, "/metrics", b.metrics_reader_token(api))
+    assert code == 200 and "scheduler_pending_pods" in body
+    for path in ("/healthz", "/readyz", "/livez"):  # the kubelet's probes: no credentials
+        assert b.scheduler_get(api, pod, path) == (200, "ok"), path
 
 
 def test_a_pod_created_at_the_takeover_is_bound_within_20s(

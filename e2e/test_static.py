@@ -100,6 +100,9 @@ def check_mirror_pod(core: client.CoreV1Api, node: str) -> client.V1Pod:
     # as kubeadm's kube-scheduler on 10259; Ready says they pass. Ask the same URLs on the node.
     for path in ("/healthz", "/readyz", "/livez"):
         assert https_get(node, f"https://127.0.0.1:{PORT}{path}") == (0, "ok"), path
+    # /metrics only for those the API server authorizes (reviewed with scheduler.conf's identity)
+    code, body = https_get(node, f"https://127.0.0.1:{PORT}/metrics")
+    assert code == 0 and '"code":403' in body and "system:anonymous" in body, body
     # --bind-address=127.0.0.1, as kubeadm's kube-scheduler: not served on the node's address.
     ip = node_ip(control_plane(core))
     code, _ = https_get(node, f"https://{ip}:{PORT}/healthz")

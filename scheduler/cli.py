@@ -18,6 +18,7 @@ import importlib
 import ipaddress
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,11 +29,21 @@ from scheduler.config.decode import camel, describe
 from scheduler.config.durations import DurationError, format_seconds, parse_duration
 from scheduler.config.errors import ConfigError
 from scheduler.config.loading import default_config, load_config, with_dynamic_policies
-from scheduler.config.options import DEFAULT_SECURE_PORT, LoggingOptions, Options, ServingOptions
+from scheduler.config.options import (
+    DEFAULT_SECURE_PORT,
+    AuthenticationOptions,
+    AuthorizationOptions,
+    LoggingOptions,
+    Options,
+    ServingOptions,
+)
 from scheduler.config.writing import dump_config
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_ALWAYS_ALLOW_PATHS = AuthorizationOptions().always_allow_paths
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
 
 PROG = "dynamic-scheduler"
 DELEGATED = {
@@ -140,6 +151,18 @@ def _logging_format(text: str) -> str:
     return text
 
 
+class _CommaList(argparse.Action):
+    """pflag's string slice: comma-separated; the first use replaces the default, later ones add."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        items = [v.strip() for v in str(values).split(",")] if values else []
+        seen = getattr(namespace, "_comma_lists_set", set())
+        current = list(getattr(namespace, self.dest)) if self.dest in seen else []
+        seen.add(self.dest)
+        namespace._comma_lists_set = seen
+        setattr(namespace, self.dest, tuple(current + [v for v in items if v]))
+
+
 # --- the parser -----------------------------------------------------------------------------------
 
 
@@ -210,6 +233,89 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     )
     serving.add_argument("--tls-cert-file", metavar="FILE", help="default: a self-signed certificate")
     serving.add_argument("--tls-private-key-file", metavar="FILE")
+
+    authn = p.add_argument_group("authentication (of requests to the secure port)")
+    authn.add_argument(
+        "--authentication-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig with the right to create tokenreviews (default: in-cluster; without one, "
+        "bearer tokens are refused and no client CA is looked up)",
+    )
+    authn.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long a token's review is cached (default 10s)",
+    )
+    authn.add_argument(
+        "--authentication-skip-lookup",
+        type=_flag_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="BOOL",
+        help="do not look up missing CAs in configmap kube-system/extension-apiserver-authentication",
+    )
+    authn.add_argument(
+        "--authentication-tolerate-lookup-failure",
+        type=_flag_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="a failed lookup is a warning, not an error (default true)",
+    )
+    authn.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="a client certificate signed by one of these CAs is the user of its common name",
+    )
+    authn.add_argument(
+        "--requestheader-client-ca-file",
+        metavar="FILE",
+        help="CAs of the front proxies whose request headers name the user",
+    )
+    for flag, default, what in (
+        ("--requestheader-allowed-names", (), "common names of front proxies allowed (default: any)"),
+        ("--requestheader-username-headers", ("x-remote-user",), "headers with the user name"),
+        ("--requestheader-uid-headers", (), "headers with the user's UID"),
+        ("--requestheader-group-headers", ("x-remote-group",), "headers with the groups"),
+        ("--requestheader-extra-headers-prefix", ("x-remote-extra-",), "prefixes of the extra headers"),
+    ):
+        authn.add_argument(
+            flag, action=_CommaList, default=default, metavar="LIST", help=f"{what}; comma-separated"
+        )
+
+    authz = p.add_argument_group("authorization (of requests to the secure port)")
+    authz.add_argument(
+        "--authorization-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig with the right to create subjectaccessreviews (default: in-cluster; "
+        "without one, only the always-allowed paths are served)",
+    )
+    authz.add_argument(
+        "--authorization-always-allow-paths",
+        action=_CommaList,
+        default=DEFAULT_ALWAYS_ALLOW_PATHS,
+        metavar="LIST",
+        help="paths served without authorization; comma-separated, a trailing * makes a prefix "
+        "(default /healthz,/readyz,/livez)",
+    )
+    authz.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long an allowed review is cached (default 10s)",
+    )
+    authz.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="how long a refused review is cached (default 10s)",
+    )
 
     logging_ = p.add_argument_group("logging")
     logging_.add_argument(
@@ -292,8 +398,56 @@ def _serving(ns: argparse.Namespace) -> ServingOptions:
     for flag, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
         if path is not None and not os.access(path, os.R_OK):
             raise ConfigError(None, flag, f"expected a readable file, got {describe(path)}")
+    for flag, path in (
+        ("--authentication-kubeconfig", ns.authentication_kubeconfig),
+        ("--authorization-kubeconfig", ns.authorization_kubeconfig),
+        ("--client-ca-file", ns.client_ca_file),
+        ("--requestheader-client-ca-file", ns.requestheader_client_ca_file),
+    ):
+        if path is not None and not os.access(path, os.R_OK):
+            raise ConfigError(None, flag, f"expected a readable file, got {describe(path)}")
+    for flag, dest in (
+        ("--requestheader-username-headers", "requestheader_username_headers"),
+        ("--requestheader-uid-headers", "requestheader_uid_headers"),
+        ("--requestheader-group-headers", "requestheader_group_headers"),
+        ("--requestheader-extra-headers-prefix", "requestheader_extra_headers_prefix"),
+    ):
+        for header in getattr(ns, dest):
+            if not _HEADER_NAME.fullmatch(header):
+                raise ConfigError(None, flag, f"expected HTTP header names, got {describe(header)}")
+    for path in ns.authorization_always_allow_paths:
+        if "*" in path.removeprefix("/")[:-1]:
+            raise ConfigError(
+                None,
+                "--authorization-always-allow-paths",
+                f"only a trailing * is allowed, got {describe(path)}",
+            )
+    authn = AuthenticationOptions(
+        kubeconfig=ns.authentication_kubeconfig,
+        cache_ttl=ns.authentication_token_webhook_cache_ttl,
+        skip_lookup=ns.authentication_skip_lookup,
+        tolerate_lookup_failure=ns.authentication_tolerate_lookup_failure,
+        client_ca_file=ns.client_ca_file,
+        requestheader_client_ca_file=ns.requestheader_client_ca_file,
+        requestheader_allowed_names=tuple(ns.requestheader_allowed_names),
+        requestheader_username_headers=tuple(ns.requestheader_username_headers),
+        requestheader_uid_headers=tuple(ns.requestheader_uid_headers),
+        requestheader_group_headers=tuple(ns.requestheader_group_headers),
+        requestheader_extra_headers_prefix=tuple(ns.requestheader_extra_headers_prefix),
+    )
+    authz = AuthorizationOptions(
+        kubeconfig=ns.authorization_kubeconfig,
+        always_allow_paths=tuple(ns.authorization_always_allow_paths),
+        allow_cache_ttl=ns.authorization_webhook_cache_authorized_ttl,
+        deny_cache_ttl=ns.authorization_webhook_cache_unauthorized_ttl,
+    )
     return ServingOptions(
-        secure_port=ns.secure_port, bind_address=ns.bind_address, tls_cert_file=cert, tls_private_key_file=key
+        secure_port=ns.secure_port,
+        bind_address=ns.bind_address,
+        tls_cert_file=cert,
+        tls_private_key_file=key,
+        authentication=authn,
+        authorization=authz,
     )
 
 

@@ -102,14 +102,14 @@ def _pem_cert(cert: x509.Certificate) -> bytes:
 class CA:
     """A throwaway certificate authority."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "dynamic-scheduler-test-ca") -> None:
         self.key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-scheduler-test-ca")])
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (
             x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
+            .subject_name(subject)
+            .issuer_name(subject)
             .public_key(self.key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))

@@ -91,6 +91,39 @@ def test_no_arguments_runs_with_kube_scheduler_defaults(app: FakeApp) -> None:
     assert options.config_file is None
 
 
+def test_delegated_authentication_and_authorization_flags(app: FakeApp, tmp_path: Path) -> None:
+    default = run_ok(app).serving
+    assert default.authentication.kubeconfig is None
+    assert default.authentication.tolerate_lookup_failure is True  # kube-scheduler's setting
+    assert default.authentication.requestheader_username_headers == ("x-remote-user",)
+    assert default.authorization.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert (default.authentication.cache_ttl, default.authorization.allow_cache_ttl) == (10.0, 10.0)
+
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("{}")
+    app.calls.clear()
+    serving = run_ok(
+        app,
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        "--authentication-skip-lookup",
+        "--authentication-tolerate-lookup-failure=false",
+        "--authentication-token-webhook-cache-ttl=1m",
+        "--authorization-webhook-cache-unauthorized-ttl=5s",
+        # pflag's string slices: the first use replaces the default, a later one adds
+        "--authorization-always-allow-paths=/healthz,/metrics",
+        "--authorization-always-allow-paths=/debug/*",
+        "--requestheader-group-headers=",
+    ).serving
+    assert (serving.authentication.kubeconfig, serving.authorization.kubeconfig) == (str(kc), str(kc))
+    assert serving.authentication.skip_lookup is True
+    assert serving.authentication.tolerate_lookup_failure is False
+    assert serving.authentication.cache_ttl == 60.0
+    assert serving.authorization.deny_cache_ttl == 5.0
+    assert serving.authorization.always_allow_paths == ("/healthz", "/metrics", "/debug/*")
+    assert serving.authentication.requestheader_group_headers == ()
+
+
 def test_run_is_the_default_command(app: FakeApp) -> None:
     assert run_ok(app, "--secure-port=0").serving.secure_port == 0
     assert main(["run", "--secure-port=12345"]) == 0
@@ -260,6 +293,26 @@ def test_dynamic_policy_is_loaded_before_the_start(app: FakeApp, tmp_path: Path)
         (
             ["--tls-cert-file=/no/such.crt", "--tls-private-key-file=/no/such.key"],
             'error: --tls-cert-file: expected a readable file, got "/no/such.crt"',
+        ),
+        (
+            ["--authentication-kubeconfig=/no/such"],
+            'error: --authentication-kubeconfig: expected a readable file, got "/no/such"',
+        ),
+        (
+            ["--client-ca-file=/no/such.crt"],
+            'error: --client-ca-file: expected a readable file, got "/no/such.crt"',
+        ),
+        (
+            ["--authorization-always-allow-paths=/a*b"],
+            'error: --authorization-always-allow-paths: only a trailing * is allowed, got "/a*b"',
+        ),
+        (
+            ["--requestheader-username-headers=X-Remote-User,bad header"],
+            'error: --requestheader-username-headers: expected HTTP header names, got "bad header"',
+        ),
+        (
+            ["--authorization-webhook-cache-authorized-ttl=10"],
+            "error: --authorization-webhook-cache-authorized-ttl: expected a Go duration",
         ),
         (["--no-such-flag"], "error: unrecognized arguments: --no-such-flag"),
         (["--leader-elec=false"], "error: unrecognized arguments: --leader-elec=false"),

@@ -355,3 +355,20 @@ def test_the_tempdir_fallback_leaves_no_key_behind(tmp_path: Path):
     with pytest.raises(ssl.SSLError):
         load_pem_chain_via_tempdir(ctx, cert_pem + other_key, parent=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_connections_beyond_the_limit_wait_for_a_free_thread(serve):
+    server = serve(max_connections=1)
+    idle = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # holds the only thread
+    try:
+        done: list[Response] = []
+        t = threading.Thread(target=lambda: done.append(request(server, "/healthz")), daemon=True)
+        t.start()
+        assert server.waiting_for_slot is not None
+        assert server.waiting_for_slot.wait(5), "the accept loop should be waiting for the busy thread"
+        assert not done
+    finally:
+        idle.close()  # its handshake fails, the thread ends, the waiting connection is served
+    t.join(10)
+    assert [r.status for r in done] == [200]
+    assert not server.waiting_for_slot.is_set()

@@ -28,10 +28,14 @@ from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.informers import RESOURCES
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
 from scheduler.cluster.preemption import PreemptionExecutor
+from scheduler.config.options import AuthenticationOptions, AuthorizationOptions
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.waiting import poll
+from scheduler.serving.authentication import Credentials
+from scheduler.serving.authorization import Decision
+from scheduler.serving.delegation import Delegation
 from tests.apiserver import ControlPlane
 from tests.deploy.cluster_util import make_pod, service_account_client
 from tests.deploy.util import rendered
@@ -56,6 +60,11 @@ CLUSTER_WIDE: set[Rule] = {
     ("patch", "", "persistentvolumes", ""),
     ("create", "events.k8s.io", "events", ""),
     ("patch", "events.k8s.io", "events", ""),
+    ("create", "authentication.k8s.io", "tokenreviews", ""),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", ""),
+}
+AUTHENTICATION_CONFIG: set[Rule] = {
+    (v, "", "configmaps", "extension-apiserver-authentication") for v in ("get", "list", "watch")
 }
 LEADER_ELECTION: set[Rule] = {
     ("create", "coordination.k8s.io", "leases", ""),
@@ -109,6 +118,7 @@ def test_the_service_account_may_do_exactly_this(
     baseline = rules(anyone, other_ns)
     assert rules(ours, other_ns) - baseline == CLUSTER_WIDE
     assert rules(ours, ns) - rules(anyone, ns) == CLUSTER_WIDE | LEADER_ELECTION
+    assert rules(ours, "kube-system") - rules(anyone, "kube-system") == CLUSTER_WIDE | AUTHENTICATION_CONFIG
 
 
 def test_the_service_account_runs_the_schedulers_code(
@@ -175,6 +185,17 @@ def test_the_service_account_runs_the_schedulers_code(
         assert [c.type for c in gone.status.conditions or [] if c.type == "DisruptionTarget"]
     finally:
         core.delete_node(node)
+    # the secure port: the client CA read from the cluster, a token reviewed, a request authorized
+    delegation = Delegation(AuthenticationOptions(), AuthorizationOptions(), authn_client=sa, authz_client=sa)
+    assert delegation.client_ca_bundle().startswith(b"-----BEGIN CERTIFICATE-----")
+    token = api_request(
+        admin, "POST", f"/api/v1/namespaces/{ns}/serviceaccounts/dynamic-scheduler/token", body={"spec": {}}
+    )["status"]["token"]
+    user = delegation.authenticator.authenticate(Credentials({"authorization": [f"Bearer {token}"]}))
+    assert user.name == f"system:serviceaccount:{ns}:dynamic-scheduler"
+    assert (
+        delegation.authorizer(user, "get", "/metrics").decision is Decision.NO_OPINION
+    )  # reviewed: no right
     # leader election: take, renew, release the Lease named kube-scheduler
     elector = LeaderElector(
         sa,

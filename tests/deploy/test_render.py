@@ -44,8 +44,10 @@ def test_lease_objects_in_apply_order() -> None:
         ("ConfigMap", "scheduler-config"),
         ("Role", "dynamic-scheduler:leader-election"),
         ("ClusterRole", "dynamic-scheduler"),
+        ("RoleBinding", "dynamic-scheduler:extension-apiserver-authentication-reader"),
         ("RoleBinding", "dynamic-scheduler:leader-election"),
         ("ClusterRoleBinding", "dynamic-scheduler"),
+        ("ClusterRoleBinding", "dynamic-scheduler:auth-delegator"),
         ("Deployment", "dynamic-scheduler"),
     ]
 
@@ -319,6 +321,9 @@ def test_static_pod() -> None:
         "dynamic-scheduler",
         "--config=/etc/kubernetes/dynamic-scheduler/scheduler-config.yaml",
         "--kubeconfig=/etc/kubernetes/scheduler.conf",
+        # as kubeadm's kube-scheduler: its identity reviews the secure port's requests
+        "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf",
+        "--authorization-kubeconfig=/etc/kubernetes/scheduler.conf",
         "--bind-address=127.0.0.1",
         "--secure-port=12345",
         "--v=2",

@@ -2,244 +2,68 @@
 
 Endpoints (GET and HEAD only; any other path is 404, any other method 405):
 
-- ``/healthz``, ``/livez``, ``/readyz`` run the checks registered for them and
-  answer ``200 ok``. With ``?verbose`` the body lists every check,
-  ``[+]ping ok`` ... ``healthz check passed``; ``?exclude=<name>`` skips a
-  check. If one fails the answer is ``500`` with the list, the failed check as
-  ``[-]<name> failed: <reason>``, and ``<endpoint> check failed``.
-  ``/<endpoint>/<check>`` runs one check: ``ok``, or ``500 internal server
-  error: <reason>``. kube-apiserver's library withholds the reason on the
-  aggregate endpoint ("reason withheld"); ours are plain status texts, so we
-  show them.
+- ``/healthz``, ``/livez``, ``/readyz`` run the checks registered for them
+  (:mod:`scheduler.serving.checks`) and answer ``200 ok``. With ``?verbose``
+  the body lists every check, ``[+]ping ok`` ... ``healthz check passed``;
+  ``?exclude=<name>`` skips a check. If one fails the answer is ``500`` with
+  the list, the failed check as ``[-]<name> failed: <reason>``, and
+  ``<endpoint> check failed``. ``/<endpoint>/<check>`` runs one check:
+  ``ok``, or ``500 internal server error: <reason>``. kube-apiserver's
+  library withholds the reason on the aggregate endpoint ("reason
+  withheld"); ours are plain status texts, so we show them.
 - ``/metrics`` is the registry in Prometheus' text format, or OpenMetrics when
   the Accept header asks for it, gzipped when accepted; ``?name[]=`` filters
   (all of it is prometheus_client's exposition).
 
-**Security.** kube-scheduler protects ``/metrics`` with delegated
-authentication and authorization (TokenReview/SubjectAccessReview). This
-server does not: ``/metrics`` (and every health endpoint) is readable by
-anyone who can reach the port. Restrict it with a NetworkPolicy.
+**Security.** With a :class:`~scheduler.serving.delegation.Delegation` (the
+command line always makes one) every request is authenticated and then
+authorized before it is routed, as kube-scheduler's handler chain
+(``buildHandlerChain``): credentials that are presented and rejected are
+``401``, a user without the right ``403`` (both a ``Status`` in JSON, as
+kube-apiserver's library writes them), a review that failed ``500``. The
+health endpoints are open to anyone by ``--authorization-always-allow-paths``.
 
-**Checks.** A check is a callable returning ``None`` when healthy, or the
-reason it is not (an exception counts as a failure too); register it with
-:meth:`SecureServer.add_check` for some of the endpoints. ``ping`` is built
-in. kube-scheduler's set, which the application is expected to register:
-
-======================  ======================  ==================================
-check                   endpoints               fails when
-======================  ======================  ==================================
-``leaderElection``      healthz, livez, readyz  leading, but the lease was last
-                                                renewed over leaseDuration + 20 s
-                                                ago (a wedged leader: restart it)
-``shutdown``            readyz                  the process is shutting down
-``sched-handler-sync``  readyz                  informer caches are not synced yet
-======================  ======================  ==================================
-
-**Standby replicas.** With leader election on, a replica waiting for the lease
-is healthy, live and ready once its caches are synced, exactly as
-kube-scheduler (its informers start before it campaigns; the watchdog passes
-when not leading). This matters: if standbys stayed unready, a rolling update
-of a two-replica Deployment would wait forever for the new pod, a standby
-while the old pod holds the lease. An application that syncs caches only
-after winning the lease must therefore make ``sched-handler-sync`` pass while
-it waits for the lease.
-
-The server runs in daemon threads (one per connection, TLS handshake
-included) and never blocks the caller. Handshake errors, typically TCP probes
-and port scans, are logged at V(4).
+**Threads.** Each connection is served in a daemon thread (TLS handshake
+included, so a slow client holds only its own), at most ``max_connections``
+at once: further connections wait in the listen backlog until one ends.
+Every connection has ``timeout`` seconds for its handshake and request.
+Handshake errors, typically TCP probes and port scans, are logged at V(4).
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import json
 import logging
-import os
 import socket
 import ssl
 import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable
 from socketserver import TCPServer, ThreadingMixIn
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from scheduler.logs import V, kv
+from scheduler.serving.authentication import AuthenticationError, Credentials
+from scheduler.serving.authorization import AuthorizationError, Decision, forbidden_message
+from scheduler.serving.checks import Check, ping
+from scheduler.serving.delegation import Delegation
+from scheduler.serving.tls import ServingError, load_pem_chain, read_key_pair, self_signed_certificate
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SECURE_PORT = 10259
+DEFAULT_MAX_CONNECTIONS = 64
 HEALTHZ, LIVEZ, READYZ = "healthz", "livez", "readyz"
 ALL_ENDPOINTS = (HEALTHZ, LIVEZ, READYZ)
 
-Check = Callable[[], str | None]
-"""``check()`` returns None when healthy, else the reason it is not."""
-
 _TEXT = [("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff")]
-
-
-class ServingError(Exception):
-    """The server cannot start: unreadable or mismatched certificate files, or the port is taken.
-
-    ``str()`` is one line, fit for the command line."""
-
-
-# --- checks ---------------------------------------------------------------------------
-
-
-def ping() -> None:
-    """Always healthy: the server answers."""
-    return None
-
-
-def leader_election_watchdog(
-    is_leader: Callable[[], bool],
-    last_renewed: Callable[[], float | None],
-    lease_duration: float,
-    lease_name: str,
-    tolerance: float = 20.0,
-    clock: Callable[[], float] = time.monotonic,
-) -> Check:
-    """client-go's leader-election WatchDog (kube-scheduler registers it as ``leaderElection``).
-
-    Healthy while not leading. While leading, unhealthy once the last successful
-    renewal (``last_renewed()``, on ``clock``) is more than ``lease_duration +
-    tolerance`` seconds old: the lease has surely expired and the process should
-    have stopped leading, so it is wedged and the kubelet should restart it.
-    """
-    limit = lease_duration + tolerance
-
-    def check() -> str | None:
-        if not is_leader():
-            return None
-        renewed = last_renewed()
-        if renewed is None or clock() - renewed > limit:
-            return f"failed election to renew leadership on lease {lease_name} (not renewed for {limit:g}s)"
-        return None
-
-    return check
-
-
-def handler_sync_check(synced: Callable[[], bool]) -> Check:
-    """kube-scheduler's ``sched-handler-sync``: ready once the informer caches are synced."""
-    return lambda: None if synced() else "handlers are not fully synchronized"
-
-
-def shutdown_check(stopping: Callable[[], bool]) -> Check:
-    """The ``shutdown`` readiness check: not ready once shutting down (e.g. ``event.is_set``)."""
-    return lambda: "process is shutting down" if stopping() else None
-
-
-# --- TLS --------------------------------------------------------------------------------
-
-
-def self_signed_certificate(hosts: Iterable[str]) -> tuple[bytes, bytes]:
-    """A self-signed ECDSA P-256 serving certificate for ``hosts`` (names or IPs), valid
-    from an hour ago (clock skew) for a year, as kube's. Returns PEM (certificate, key)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = []
-    for host in dict.fromkeys(h for h in hosts if h):
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            sans.append(x509.DNSName(host))
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{socket.gethostname()}@{int(time.time())}")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
-def read_key_pair(cert_file: str, key_file: str) -> tuple[bytes, bytes]:
-    """Read and check a PEM certificate (chain) and its private key; ServingError says what is wrong."""
-    pems = []
-    for what, path in (("certificate", cert_file), ("private key", key_file)):
-        try:
-            with open(path, "rb") as f:
-                pems.append(f.read())
-        except OSError as e:
-            raise ServingError(f"unable to read serving {what} {path}: {e.strerror or e}") from None
-    cert_pem, key_pem = pems
-    try:
-        cert = x509.load_pem_x509_certificates(cert_pem)[0]
-    except ValueError:
-        raise ServingError(f"serving certificate {cert_file}: no PEM certificate found") from None
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except TypeError:
-        raise ServingError(f"serving private key {key_file}: encrypted keys are not supported") from None
-    except (ValueError, UnsupportedAlgorithm):
-        raise ServingError(f"serving private key {key_file}: no PEM private key found") from None
-    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):
-        raise ServingError(f"serving certificate {cert_file} does not match private key {key_file}")
-    return cert_pem, key_pem
-
-
-def load_pem_chain(ctx: ssl.SSLContext, pem: bytes) -> None:
-    """``ctx.load_cert_chain`` from PEM in memory (certificates, then the key).
-
-    OpenSSL reads only files: on Linux the PEM goes to an anonymous memory file
-    (memfd), never to disk; elsewhere to a private temporary directory that is
-    removed as soon as it is loaded."""
-    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        fd = os.memfd_create("serving-cert", os.MFD_CLOEXEC)
-        try:
-            with open(fd, "wb", closefd=False) as f:
-                f.write(pem)
-            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
-        finally:
-            os.close(fd)
-    else:
-        load_pem_chain_via_tempdir(ctx, pem)
-
-
-def load_pem_chain_via_tempdir(ctx: ssl.SSLContext, pem: bytes, parent: str | None = None) -> None:
-    with tempfile.TemporaryDirectory(prefix="serving-", dir=parent) as d:  # mode 0700
-        path = os.path.join(d, "tls.pem")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with open(fd, "wb") as f:
-            f.write(pem)
-        ctx.load_cert_chain(path)
+_JSON = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
+_PEER_CERT = "dynamic_scheduler.peer_certificate"
+_HEADERS = "dynamic_scheduler.headers"
 
 
 # --- HTTP -------------------------------------------------------------------------------
@@ -250,9 +74,22 @@ class _Handler(WSGIRequestHandler):
 
     def setup(self) -> None:
         # The handshake happens here, in the connection's thread, not in the accept loop.
+        self.timeout = self.server.timeout_seconds  # type: ignore[attr-defined]
         self.request.settimeout(self.timeout)
         self.request = self.server.ssl_context.wrap_socket(self.request, server_side=True)  # type: ignore[attr-defined]
+        self.peer_certificate: bytes | None = self.request.getpeercert(binary_form=True)
         super().setup()
+
+    def get_environ(self) -> dict[str, Any]:
+        env = super().get_environ()
+        # Every value of every header, as received: wsgiref joins repeated headers with commas,
+        # and a front proxy's X-Remote-Group lines are values of their own.
+        headers: dict[str, list[str]] = {}
+        for name, value in self.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        env[_HEADERS] = headers
+        env[_PEER_CERT] = self.peer_certificate
+        return env
 
     def finish(self) -> None:
         try:
@@ -295,11 +132,50 @@ class _LogWriter:
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], family: int, ssl_context: ssl.SSLContext, app: Any) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        family: int,
+        ssl_context: ssl.SSLContext,
+        app: Any,
+        *,
+        max_connections: int,
+        timeout: float,
+    ) -> None:
         self.address_family = family
         self.ssl_context = ssl_context
+        """Read per connection: replacing it (new client CAs) affects new connections only."""
+        self.timeout_seconds = timeout
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.closing = threading.Event()
+        self.waiting_for_slot = threading.Event()
+        """Set while the accept loop waits for a connection to end (every slot taken)."""
         super().__init__(address, _Handler)
         self.set_app(app)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # In the accept loop: with every slot taken, wait (later connections queue in the
+        # kernel's backlog) rather than start yet another thread.
+        if not self.slots.acquire(blocking=False):
+            self.waiting_for_slot.set()
+            logger.log(V(4), "Every serving thread is busy; waiting", extra=kv(client=client_address[0]))
+            while not self.slots.acquire(timeout=0.1):
+                if self.closing.is_set():
+                    self.waiting_for_slot.clear()
+                    self.shutdown_request(request)
+                    return
+            self.waiting_for_slot.clear()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind resolves the bound address's FQDN (slow or stuck without DNS).
@@ -322,6 +198,8 @@ class ServingFlags(Protocol):
     bind_address: str
     tls_cert_file: str | None
     tls_private_key_file: str | None
+    authentication: Any
+    authorization: Any
 
 
 class SecureServer:
@@ -332,6 +210,9 @@ class SecureServer:
     ``bind_address``. ``port=0`` binds an ephemeral port (see :attr:`port`), whereas
     ``--secure-port=0`` means "no server": :meth:`from_options` returns None for it.
     Certificate problems raise :class:`ServingError` here, a taken port in :meth:`start`.
+
+    Without ``delegation`` every request is served (tests of the serving alone);
+    :meth:`from_options` always delegates.
     """
 
     def __init__(
@@ -343,8 +224,14 @@ class SecureServer:
         cert_file: str | None = None,
         key_file: str | None = None,
         pod_ip: str | None = None,
+        delegation: Delegation | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float = 10.0,
     ) -> None:
         self.bind_address = bind_address
+        self.delegation = delegation
+        self.max_connections = max_connections
+        self.timeout = timeout
         self._requested_port = port
         self._metrics_app = make_wsgi_app(registry)
         self._checks: dict[str, tuple[tuple[str, Check], ...]] = {e: (("ping", ping),) for e in ALL_ENDPOINTS}
@@ -375,13 +262,39 @@ class SecureServer:
             logger.log(V(2), "Generated self-signed cert (in-memory)", extra=kv(hosts=",".join(hosts)))
         self.certificate_pem = cert_pem
         """The serving certificate (chain), PEM: a client's CA for the self-signed one."""
-        self.ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ssl_context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._key_pem = key_pem
+        self._what = f"{cert_file} and key {key_file}" if cert_file else "(self-signed)"
+        self.ssl_context = self._new_context()
+        if delegation is not None:
+            delegation.on_change = self._client_cas_changed
+
+    def _new_context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            load_pem_chain(self.ssl_context, cert_pem.rstrip(b"\n") + b"\n" + key_pem)
+            load_pem_chain(ctx, self.certificate_pem.rstrip(b"\n") + b"\n" + self._key_pem)
         except ssl.SSLError as e:
-            what = f"{cert_file} and key {key_file}" if cert_file else "(self-signed)"
-            raise ServingError(f"unable to load serving certificate {what}: {e.reason or e}") from None
+            raise ServingError(f"unable to load serving certificate {self._what}: {e.reason or e}") from None
+        cas = self.delegation.client_ca_bundle() if self.delegation is not None else b""
+        if cas:
+            # Ask for a client certificate, and take one that a client or front-proxy CA signed;
+            # which of them did is the authenticators' question.
+            try:
+                ctx.load_verify_locations(cadata=cas.decode())
+            except (ssl.SSLError, ValueError) as e:
+                raise ServingError(f"unable to load the client CAs: {e}") from None
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+        return ctx
+
+    def _client_cas_changed(self) -> None:
+        try:
+            ctx = self._new_context()
+        except ServingError as e:
+            logger.warning("Keeping the previous client CAs", extra=kv(err=str(e)))
+            return
+        self.ssl_context = ctx
+        if self._server is not None:
+            self._server.ssl_context = ctx
 
     @classmethod
     def from_options(
@@ -398,6 +311,7 @@ class SecureServer:
             cert_file=options.tls_cert_file,
             key_file=options.tls_private_key_file,
             pod_ip=pod_ip,
+            delegation=Delegation.from_options(options.authentication, options.authorization),
         )
 
     def add_check(self, name: str, check: Check, endpoints: Iterable[str] = ALL_ENDPOINTS) -> None:
@@ -426,7 +340,14 @@ class SecureServer:
         family = socket.AF_INET6 if ":" in self.bind_address else socket.AF_INET
         where = _host_port(self.bind_address, self._requested_port)
         try:
-            server = _Server((self.bind_address, self._requested_port), family, self.ssl_context, self._app)
+            server = _Server(
+                (self.bind_address, self._requested_port),
+                family,
+                self.ssl_context,
+                self._app,
+                max_connections=self.max_connections,
+                timeout=self.timeout,
+            )
         except OSError as e:
             raise ServingError(f"failed to listen on {where}: {e.strerror or e}") from None
         self._server = server
@@ -434,6 +355,8 @@ class SecureServer:
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="secure-serving", daemon=True
         )
         self._thread.start()
+        if self.delegation is not None:
+            self.delegation.start()
         logger.info("Serving securely on", extra=kv(address=_host_port(self.bind_address, self.port)))
 
     def stop(self) -> None:
@@ -441,6 +364,9 @@ class SecureServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self.delegation is not None:
+            self.delegation.stop()
+        server.closing.set()
         server.shutdown()
         server.server_close()
         if self._thread is not None:
@@ -451,10 +377,18 @@ class SecureServer:
 
     # --- request handling ---------------------------------------------------------------
 
+    @property
+    def waiting_for_slot(self) -> threading.Event | None:
+        """Set while every serving thread is busy and a new connection waits (None: not started)."""
+        return self._server.waiting_for_slot if self._server else None
+
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         method = environ["REQUEST_METHOD"]
         try:
-            if method not in ("GET", "HEAD"):
+            denied = self._authorize(environ)
+            if denied is not None:
+                status, headers, body = denied
+            elif method not in ("GET", "HEAD"):
                 status, headers, body = (
                     "405 Method Not Allowed",
                     [*_TEXT, ("Allow", "GET, HEAD")],
@@ -471,6 +405,30 @@ class SecureServer:
             status, headers, body = "500 Internal Server Error", list(_TEXT), b"internal server error\n"
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
         return [] if method == "HEAD" else [body]
+
+    def _authorize(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
+        """None when the request may go on, else the 401, 403 or 500 answer."""
+        if self.delegation is None:
+            return None
+        path = environ.get("PATH_INFO", "")
+        verb = environ["REQUEST_METHOD"].lower()
+        creds = Credentials(headers=environ.get(_HEADERS, {}), peer_certificate=environ.get(_PEER_CERT))
+        try:
+            user = self.delegation.authenticator.authenticate(creds)
+        except AuthenticationError as e:
+            logger.log(V(4), "Unauthorized", extra=kv(URI=path, srcIP=environ.get("REMOTE_ADDR"), err=str(e)))
+            return "401 Unauthorized", list(_JSON), _status(401, "Unauthorized", "Unauthorized")
+        try:
+            verdict = self.delegation.authorizer(user, verb, path)
+        except AuthorizationError as e:
+            logger.log(V(2), "Authorization failed", extra=kv(URI=path, user=user.name, err=str(e)))
+            text = f"Internal Server Error: {json.dumps(path)}: {e}\n"
+            return "500 Internal Server Error", list(_TEXT), text.encode()
+        if verdict.decision is Decision.ALLOW:
+            return None
+        logger.log(V(4), "Forbidden", extra=kv(URI=path, user=user.name, reason=verdict.reason))
+        message = forbidden_message(user, verb, path, verdict.reason)
+        return "403 Forbidden", list(_JSON), _status(403, "Forbidden", message)
 
     def _metrics(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         got: list[Any] = []
@@ -517,6 +475,22 @@ class SecureServer:
         if "verbose" not in params:
             return "200 OK", list(_TEXT), b"ok"
         return "200 OK", list(_TEXT), ("\n".join([*lines, f"{endpoint} check passed"]) + "\n").encode()
+
+
+def _status(code: int, reason: str, message: str) -> bytes:
+    """A ``Status`` as kube-apiserver's library writes errors (metav1.Status, JSON)."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+    }
+    if code == 403:
+        body["details"] = {}
+    body["code"] = code
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
 
 
 def _run(check: Check) -> str | None:
