@@ -52,6 +52,7 @@ from e2e import binding as b
 from e2e.deploying import cli
 from e2e.kube import poll
 from e2e.measure import record
+from e2e.podchecks import check_pods, restarts
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(600)]
 
@@ -86,13 +87,6 @@ def lease_holder(api: client.ApiClient) -> str:
 
 def holder_pod(api: client.ApiClient) -> str:
     return lease_holder(api).rsplit("_", 1)[0]
-
-
-def restarts(core: client.CoreV1Api) -> dict[str, int]:
-    return {
-        p.metadata.name: sum(cs.restart_count for cs in p.status.container_statuses or ())
-        for p in core.list_namespaced_pod(b.OUR_NS, label_selector=b.OUR_SELECTOR).items
-    }
 
 
 def churn_deployment(image: str, cpu_m: int) -> dict[str, Any]:
@@ -172,72 +166,6 @@ def after_churn(core: client.CoreV1Api, ns: str, t_end: float) -> dict[str, Any]
         "running_when_all_bound": running,
         "left_unbound": 0,
     }
-
-
-def check_pods(
-    core: client.CoreV1Api,
-    ns: str,
-    watch: b.PodWatch,
-    t0: float,
-    deleted: list[int],
-    *,
-    p99_bound: float | None,
-    max_unbound: float,
-) -> tuple[dict[str, Any], list[str]]:
-    """Every pod's bind latency and binding history: (the figures, what is wrong)."""
-    problems = []
-    recs = watch.records()
-    if len(watch.errors) >= 5:
-        problems.append(f"the pod watch kept failing: {watch.errors[:5]}")
-    created = [r for r in recs if r.seen >= t0]
-    if len(created) < sum(deleted):
-        problems.append(f"{sum(deleted)} pods were force-deleted but only {len(created)} created since")
-    rebound = {r.name: r.nodes for r in recs if len(r.nodes) > 1}
-    if rebound:
-        problems.append(f"pods whose nodeName changed (bound twice): {rebound}")
-    if watch.overcommits:
-        problems.append(f"requests above allocatable: {watch.overcommits[:5]}")
-    now = time.time()
-    waited = {
-        r.name: round((r.deleted_seen or now) - r.seen, 1)
-        for r in recs
-        if r.bound_seen is None and (r.deleted_seen or now) - r.seen > max_unbound
-    }
-    if waited:
-        problems.append(f"pods that waited over {max_unbound:g}s unbound (deleted or still there): {waited}")
-    slow = {r.name: round(r.watch_latency() or 0, 1) for r in recs if (r.watch_latency() or 0) > max_unbound}
-    if slow:
-        problems.append(f"pods bound over {max_unbound:g}s after they were created: {slow}")
-    # At most one Scheduled event per pod: a second would be a second binding decision.
-    per_pod: dict[str, int] = {}
-    for ev in b.events(core, ns, reason="Scheduled"):
-        uid = ev["involvedObject"].get("uid") or ev["involvedObject"]["name"]
-        count = max(ev.get("count") or 1, (ev.get("series") or {}).get("count") or 1)
-        per_pod[uid] = per_pod.get(uid, 0) + count
-    twice = {u: n for u, n in per_pod.items() if n > 1}
-    if twice:
-        problems.append(f"pods with more than one Scheduled event: {twice}")
-    api_lat = [x for x in (r.api_latency() for r in recs) if x is not None]
-    watch_lat = [x for x in (r.watch_latency() for r in recs) if x is not None]
-    api_summary, watch_summary = b.summary(api_lat), b.summary(watch_lat)
-    if p99_bound is not None:
-        if api_summary.get("p99", 0) > p99_bound:
-            problems.append(f"creation -> PodScheduled {api_summary}: p99 over {p99_bound:g}s")
-        if watch_summary.get("p99", 0) > p99_bound:
-            problems.append(f"seen -> bound (watch) {watch_summary}: p99 over {p99_bound:g}s")
-    figures = {
-        "pods": len(recs),
-        "rounds": len(deleted),
-        "force_deleted": sum(deleted),
-        "created_since_churn_start": len(created),
-        "bound": len(watch_lat),
-        "deleted_before_bound": len([r for r in recs if r.bound_seen is None and r.deleted_seen]),
-        "creation_to_podscheduled_s": api_summary,
-        "seen_to_bound_watch_s": watch_summary,
-        "kubelet_rejected": len([r for r in recs if r.reason in ("OutOfcpu", "OutOfmemory")]),
-        "peak_requested_cpu_m": {n: c for n, (c, _) in sorted(watch.peak.items())},
-    }
-    return figures, problems
 
 
 def test_every_replacement_is_bound_within_seconds(
