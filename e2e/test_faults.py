@@ -140,18 +140,17 @@ def run_fault(
             fault_at = time.time()
             fault = inject()
             creator.thread.join(DURATION + 120)
-        poll(
-            f"every pod of {ns} bound after the fault",
-            lambda: (
-                (
-                    all(b.is_bound(p) for p in b.list_pods_raw(core, ns, label_selector=SELECTOR))
-                    and len(b.list_pods_raw(core, ns, label_selector=SELECTOR)) >= len(creator.created)
-                )
-                or None
-            ),
-            timeout=MAX_UNBOUND,
-            interval=1,
-        )
+        created = set(creator.created)
+
+        def settled() -> bool | None:
+            # every pod created is bound, as listed and as the watch saw it (after a restart of
+            # kube-apiserver the watch may take its read timeout, 40 s, to resume)
+            pods = b.list_pods_raw(core, ns, label_selector=SELECTOR)
+            listed = {p["metadata"]["name"] for p in pods if b.is_bound(p)}
+            seen = {r.name for r in watch.records() if r.bound_seen is not None}
+            return (created <= listed and created <= seen) or None
+
+        poll(f"every pod of {ns} bound after the fault", settled, timeout=MAX_UNBOUND, interval=1)
         lease = poll(
             "a holder of the Lease", lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)), 60
         )
