@@ -498,7 +498,11 @@ class PodWatch:
         while not self._stop.is_set():
             try:
                 if not rv:
-                    body = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
+                    body = json.loads(
+                        self.core.list_pod_for_all_namespaces(
+                            _preload_content=False, _request_timeout=30
+                        ).data
+                    )
                     now = time.time()
                     with self._lock:
                         self.live = {}
@@ -532,6 +536,12 @@ class PodWatch:
                 else:
                     self.errors.append(f"{e.status} {e.reason}")
                     self._stop.wait(1)
+            except KeyError as e:
+                # the client's stream with deserialize=False fails on an ERROR event (an expired
+                # resourceVersion, as after a kube-apiserver restart): list again
+                self.errors.append(repr(e)[:200])
+                rv = ""
+                self._stop.wait(1)
             except Exception as e:  # noqa: BLE001 - a dropped connection: watch again from rv
                 self.errors.append(repr(e)[:200])
                 self._stop.wait(1)

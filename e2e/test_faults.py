@@ -148,9 +148,16 @@ def run_fault(
             pods = b.list_pods_raw(core, ns, label_selector=SELECTOR)
             listed = {p["metadata"]["name"] for p in pods if b.is_bound(p)}
             seen = {r.name for r in watch.records() if r.bound_seen is not None}
+            missing["not bound"] = sorted(created - listed)
+            missing["not seen bound by the watch"] = sorted(created - seen)
+            missing["watch errors"] = watch.errors[-3:]
             return (created <= listed and created <= seen) or None
 
-        poll(f"every pod of {ns} bound after the fault", settled, timeout=MAX_UNBOUND, interval=1)
+        missing: dict[str, list[str]] = {}
+        try:
+            poll(f"every pod of {ns} bound after the fault", settled, timeout=MAX_UNBOUND, interval=1)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {missing}") from None
         lease = poll(
             "a holder of the Lease", lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)), 60
         )
