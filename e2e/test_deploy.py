@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ from e2e.binding import control_plane
 from e2e.deploying import cli, kind_flags, values_args
 from e2e.kube import poll
 from e2e.replacing import OUR_NS, node_listing
+from scheduler.deploy.deploy import kubelet_address
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -116,10 +118,10 @@ def our_namespace(kind_cluster, core: client.CoreV1Api) -> Iterator[str]:
 def test_every_rendered_manifest_passes_a_server_dry_run(
     kind_cluster, core: client.CoreV1Api, our_namespace: str, tmp_path: Path
 ) -> None:
-    nodes = sorted(n.metadata.name for n in core.list_node().items)
+    kubelets = {n.metadata.name: kubelet_address(n) for n in core.list_node().items}
     streams = {
         "lease": render("lease"),
-        "prometheus": render("prometheus", "--set", f"prometheus.nodes=[{','.join(nodes)}]"),
+        "prometheus": render("prometheus", "--set", f"prometheus.nodes={json.dumps(kubelets)}"),
     }
     for mode in ("beside", "replace"):
         out = tmp_path / mode

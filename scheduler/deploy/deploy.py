@@ -9,9 +9,11 @@
   ``--seed-repeat-every`` seconds, at most ``--seed-max-tries`` times.
 - **static**: see scheduler/deploy/static.py; the nodes are a kind cluster's
   control-plane nodes (``--kind-cluster``) or this machine (``--manifest-dir``).
-- **prometheus**: apply, wait for the rollout, then until a query for
-  ``cpu_usage_avg_5m`` (through the API server's service proxy) returns one
-  series per node.
+- **prometheus**: with ``discovery: static`` and no ``nodes``, first each
+  node's kubelet address (its InternalIP and kubelet port, as
+  kubernetes_sd_configs would pick them); apply, wait for the rollout, then
+  until a query for ``cpu_usage_avg_5m`` (through the API server's service
+  proxy) returns one series per node.
 
 Progress goes to stderr; the result (who holds the Lease, how long it took)
 is printed on stdout. Any failure is one ``error:`` line and exit code 1; a
@@ -214,8 +216,32 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
 # --- prometheus --------------------------------------------------------------------------------
 
 
-def node_names(api: ApiClient) -> list[str]:
-    return sorted(n.metadata.name for n in CoreV1Api(api).list_node(_request_timeout=30).items)
+KUBELET_PORT = 10250
+"""The kubelet's default port, for a node whose status does not name its own yet."""
+ADDRESS_ORDER = ("InternalIP", "InternalDNS", "ExternalIP", "ExternalDNS", "Hostname")
+"""The order in which kubernetes_sd_configs (role node) picks a node's address."""
+
+
+def kubelet_address(node: Any) -> str:
+    """``host:port`` of a node's kubelet, as kubernetes_sd_configs would scrape it: the first
+    address by ADDRESS_ORDER, the port of ``status.daemonEndpoints.kubeletEndpoint``."""
+    status = node.status
+    addresses = {}
+    for a in (status.addresses if status else None) or []:
+        addresses.setdefault(a.type, a.address)
+    host = next((addresses[t] for t in ADDRESS_ORDER if addresses.get(t)), None)
+    if host is None:
+        raise DeployError(
+            f"node {node.metadata.name} has no address in its status ({', '.join(ADDRESS_ORDER)}): "
+            f"Prometheus cannot scrape its kubelet"
+        )
+    endpoint = status.daemon_endpoints.kubelet_endpoint if status.daemon_endpoints else None
+    port = (endpoint.port if endpoint else None) or KUBELET_PORT
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def list_nodes(api: ApiClient) -> list[Any]:
+    return sorted(CoreV1Api(api).list_node(_request_timeout=30).items, key=lambda n: n.metadata.name)
 
 
 def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
@@ -243,11 +269,16 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
     vns = values.data["namespace"]
     cluster = Cluster(api)
     cluster.require([Need("list", "nodes")], "deploy prometheus")
-    nodes = node_names(api)
+    listed = list_nodes(api)
+    nodes = [n.metadata.name for n in listed]
     prom = values.data["prometheus"]
     if prom["discovery"] == "static" and not prom["nodes"]:
-        values = override(values, "prometheus.nodes", nodes, "the cluster's nodes")
-        logger.info("Static discovery of the cluster's nodes", extra=kv(nodes=",".join(nodes)))
+        kubelets = {n.metadata.name: kubelet_address(n) for n in listed}
+        values = override(values, "prometheus.nodes", kubelets, "the cluster's nodes")
+        logger.info(
+            "Static discovery of the cluster's kubelets",
+            extra=kv(kubelets=",".join(f"{k}={a}" for k, a in kubelets.items())),
+        )
     rendered = render("prometheus", values, root)
     needs = [
         Need("get", "deployments", "apps", vns, "prometheus"),

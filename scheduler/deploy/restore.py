@@ -146,8 +146,8 @@ def restore_prometheus(api: ApiClient, values: LoadedValues, root: Any, timeout:
     v = values.data
     if v["prometheus"]["discovery"] == "static" and not v["prometheus"]["nodes"]:
         values = override(
-            values, "prometheus.nodes", ["unused"], "restore"
-        )  # names only matter in the config
+            values, "prometheus.nodes", {"unused": "127.0.0.1:10250"}, "restore"
+        )  # the targets only matter in the config
     _remove_method(
         api,
         render("prometheus", values, root).objects,

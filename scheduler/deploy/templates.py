@@ -270,7 +270,7 @@ def render(method: str, values: LoadedValues, root: Path) -> Rendered:
         raise ConfigError(
             None,
             "prometheus.nodes",
-            "expected at least one node name with discovery static "
+            "expected at least one node (name: kubelet address) with discovery static "
             "(deploy prometheus fills it from the cluster's nodes)",
         )
     context: dict[str, Any] = {

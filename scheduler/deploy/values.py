@@ -16,6 +16,7 @@ dataclasses: the dataclasses are the type check.
 from __future__ import annotations
 
 import copy
+import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any, Literal
 import yaml
 
 from scheduler.config import ConfigError
-from scheduler.config.decode import Check, at_least, between, decode, describe, yaml_field
+from scheduler.config.decode import Check, at_least, between, decode, describe, fail, yaml_field
 from scheduler.config.documents import load_yaml
 from scheduler.config.durations import DurationError, parse_duration
 
@@ -81,6 +82,34 @@ def prometheus_seconds(text: str) -> float | None:
 
 PROM_DURATION = Check(
     'a Prometheus duration > 0, like "30s", "5m" or "1d"', lambda v: (prometheus_seconds(v) or 0) > 0
+)
+
+
+def host_port_ok(text: str) -> bool:
+    """``host:port``: an IPv4 address, a bracketed IPv6 address or a DNS name, and a port 1..65535."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not (port.isascii() and port.isdigit()) or not PORT.ok(int(port)):
+        return False
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+        return True
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return ":" not in host and DNS_SUBDOMAIN.ok(host.lower())
+    return True
+
+
+KUBELET_ADDRESS = Check(
+    'a kubelet address "host:port", like "172.18.0.3:10250" or "[fd00::3]:10250"',
+    lambda v: isinstance(v, str) and host_port_ok(v),
+)
+NODES = Check(
+    'a mapping of node name to kubelet address, like {kind-worker: "172.18.0.3:10250"}',
+    lambda v: isinstance(v, dict),
 )
 
 
@@ -184,10 +213,29 @@ class Windows:
 
 
 @dataclass(frozen=True)
+class KubeletTLS:
+    """How Prometheus checks the kubelets' serving certificates."""
+
+    insecure_skip_verify: bool = yaml_field()
+    ca_file: str = yaml_field(check=Check('"" or an absolute path', lambda v: v == "" or ABSOLUTE_PATH.ok(v)))
+
+    def validate(self, path: str) -> None:
+        if self.insecure_skip_verify and self.ca_file:
+            raise ConfigError(
+                None,
+                f"{path}.caFile",
+                f'expected "" while insecureSkipVerify is true (nothing is verified against it; '
+                f"set insecureSkipVerify: false to verify), got {describe(self.ca_file)}",
+            )
+
+
+@dataclass(frozen=True)
 class Prometheus:
     image: Image = yaml_field()
     discovery: Literal["kubernetes", "static"] = yaml_field()
-    nodes: tuple[str, ...] = yaml_field()
+    nodes: Any = yaml_field(check=NODES)
+    """Node name -> kubelet address (static discovery)."""
+    kubelet_tls: KubeletTLS = yaml_field(key="kubeletTLS")
     scrape_interval: str = yaml_field(check=PROM_DURATION)
     evaluation_interval: str = yaml_field(check=PROM_DURATION)
     retention: str = yaml_field(check=PROM_DURATION)
@@ -196,9 +244,11 @@ class Prometheus:
     resources: Resources = yaml_field()
 
     def validate(self, path: str) -> None:
-        for i, node in enumerate(self.nodes):
-            if not DNS_SUBDOMAIN.ok(node):
-                raise ConfigError(None, f"{path}.nodes[{i}]", f"expected a node name, got {describe(node)}")
+        for node, address in self.nodes.items():
+            if not isinstance(node, str) or not DNS_SUBDOMAIN.ok(node):
+                raise ConfigError(None, f"{path}.nodes", f"expected node names as keys, got {describe(node)}")
+            if not KUBELET_ADDRESS.ok(address):
+                raise fail(f"{path}.nodes.{node}", KUBELET_ADDRESS.expected, address)
         scrape = prometheus_seconds(self.scrape_interval) or 0
         if (prometheus_seconds(self.rate_window) or 0) < 2 * scrape:
             raise ConfigError(

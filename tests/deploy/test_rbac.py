@@ -1,4 +1,5 @@
-"""The lease method's ServiceAccount: exactly the access the scheduler's code uses.
+"""The lease method's ServiceAccount: exactly the access the scheduler's code uses; and
+Prometheus's: the node list and watch of its discovery, the kubelets' metrics, nothing else.
 
 Two sides, both against the real API server:
 
@@ -246,3 +247,75 @@ def test_and_nothing_else(apiserver: ControlPlane, admin: ApiClient, deployed: s
                 content_type="application/merge-patch+json" if method == "PATCH" else None,
             )
         assert info.value.status == 403, (method, path)
+
+
+# --- Prometheus's ServiceAccount -----------------------------------------------------------------
+
+NODE_DISCOVERY: set[Rule] = {("list", "", "nodes", ""), ("watch", "", "nodes", "")}
+KUBELET_METRICS: set[Rule] = {("get", "", "nodes/metrics", "")}
+
+
+@pytest.fixture(params=["kubernetes", "static"])
+def prometheus_rbac(request: pytest.FixtureRequest, admin: ApiClient) -> Iterator[tuple[str, str]]:
+    """Prometheus's ServiceAccount and RBAC as deploy applies them, in a fresh namespace (without the
+    Deployment, which never rolls out here); (namespace, discovery)."""
+    ns = f"p-{uuid.uuid4().hex[:8]}"
+    discovery = request.param
+    sets = [f"namespace={ns}", f"prometheus.discovery={discovery}", "prometheus.nodes={n: 10.0.0.1:10250}"]
+    objects = [o for o in rendered("prometheus", *sets).objects if o["kind"] != "Deployment"]
+    cluster = Cluster(admin)
+    cluster.apply(objects)
+    try:
+        yield ns, discovery
+    finally:
+        cluster.delete(objects)
+
+
+def kubelet_asks(admin: ApiClient, ns: str, subresource: str) -> bool:
+    """The kubelet's question for a request of Prometheus's ServiceAccount to ``/metrics/...`` (or,
+    for ``proxy``, to any path it does not name): a SubjectAccessReview on the node."""
+    review = AuthorizationV1Api(admin).create_subject_access_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{ns}:prometheus",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+                "resourceAttributes": {
+                    "verb": "get",
+                    "resource": "nodes",
+                    "subresource": subresource,
+                    "name": "kind-worker",
+                    "version": "v1",
+                },
+            },
+        }
+    )
+    return bool(review.status.allowed)
+
+
+def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them(
+    apiserver: ControlPlane, admin: ApiClient, prometheus_rbac: tuple[str, str]
+) -> None:
+    ns, discovery = prometheus_rbac
+    prom = service_account_client(apiserver, ns, "prometheus")
+    anyone = service_account_client(apiserver, ns, "someone-else")
+    want = KUBELET_METRICS | (NODE_DISCOVERY if discovery == "kubernetes" else set())
+    assert rules(prom, "default") - rules(anyone, "default") == want
+    if discovery == "kubernetes":  # what the node informer of kubernetes_sd_configs does
+        api_request(prom, "GET", "/api/v1/nodes", query=[("limit", 1)])
+        prom.call_api(
+            "/api/v1/nodes",
+            "GET",
+            query_params=[("watch", "true"), ("timeoutSeconds", 1)],
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        ).release_conn()
+    assert kubelet_asks(admin, ns, "metrics")
+    for other in ("proxy", "stats", "log", "pods", "configz", "checkpoint"):
+        assert not kubelet_asks(admin, ns, other), other
+    # nor through the API server's node proxy
+    with pytest.raises(ApiException) as info:
+        api_request(prom, "GET", "/api/v1/nodes/kind-worker/proxy/metrics/resource")
+    assert info.value.status == 403

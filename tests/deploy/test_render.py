@@ -18,6 +18,7 @@ from scheduler.config import parse_config
 from scheduler.deploy import render as render_cmd
 from scheduler.deploy.templates import RANKS, UNKNOWN_RANK, RenderError, apply_order, delete_order, render
 from scheduler.plugins.dynamic.policy import parse_policy
+from tests.apiserver import CA
 from tests.deploy.util import MANIFESTS, METHODS, all_objects, rendered, run_main, values
 
 K8S_VERSION = "1.37.0"
@@ -138,7 +139,11 @@ def test_rendering_is_deterministic() -> None:
     [
         (),
         ("static.mode=replace", "nodeName=kind-worker", "takeover=false"),
-        ("prometheus.discovery=static", "prometheus.nodes=[a, b]"),
+        (
+            "prometheus.discovery=static",
+            "prometheus.nodes={a: 10.0.0.1:10250, b: 10.0.0.2:10250}",
+            "prometheus.kubeletTLS.insecureSkipVerify=false",
+        ),
     ],
 )
 @pytest.mark.parametrize("method", METHODS)
@@ -369,36 +374,75 @@ def prometheus_files(*sets: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return yaml.safe_load(r.files["prometheus.yml"]), yaml.safe_load(r.files["rules.yml"])
 
 
-def test_prometheus_scrapes_each_kubelet_through_the_api_server() -> None:
+def test_prometheus_scrapes_each_kubelet_directly() -> None:
     cfg, _ = prometheus_files()
     jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
     assert sorted(jobs) == ["kubelet-cadvisor", "kubelet-resource"]
-    for name, path in (("kubelet-resource", "metrics/resource"), ("kubelet-cadvisor", "metrics/cadvisor")):
+    for name, path in (("kubelet-resource", "/metrics/resource"), ("kubelet-cadvisor", "/metrics/cadvisor")):
         job = jobs[name]
         assert job["kubernetes_sd_configs"] == [{"role": "node"}]
-        relabels = job["relabel_configs"]
-        assert {"target_label": "__address__", "replacement": "kubernetes.default.svc:443"} in relabels
-        assert {
-            "source_labels": ["node"],
-            "regex": "(.+)",
-            "target_label": "__metrics_path__",
-            "replacement": f"/api/v1/nodes/${{1}}/proxy/{path}",
-        } in relabels
-        assert {"source_labels": ["node"], "target_label": "instance"} in relabels
+        # the node's own address and kubelet port (discovery's __address__), not the API server
+        assert (job["scheme"], job["metrics_path"]) == ("https", path)
+        assert job["relabel_configs"] == [
+            {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "node"},
+            {"source_labels": ["node"], "target_label": "instance"},
+        ]
+        assert job["authorization"] == {
+            "credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        }
+        # a kubelet's default serving certificate is self-signed: not verified unless told
+        assert job["tls_config"] == {"insecure_skip_verify": True}
+    assert "proxy" not in rendered("prometheus").files["prometheus.yml"]
+
+
+@pytest.mark.parametrize(
+    ("ca_file", "want"),
+    [
+        ("", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"),
+        ("/etc/prometheus/kubelet-ca.crt", "/etc/prometheus/kubelet-ca.crt"),
+    ],
+)
+def test_prometheus_verifies_the_kubelets_certificates_when_told(ca_file: str, want: str) -> None:
+    cfg, _ = prometheus_files(
+        "prometheus.kubeletTLS.insecureSkipVerify=false", f"prometheus.kubeletTLS.caFile={ca_file}"
+    )
+    assert [j["tls_config"] for j in cfg["scrape_configs"]] == [{"ca_file": want}] * 2
 
 
 def test_prometheus_static_discovery() -> None:
-    cfg, _ = prometheus_files("prometheus.discovery=static", "prometheus.nodes=[n2, n1]")
-    job = cfg["scrape_configs"][0]
-    assert "kubernetes_sd_configs" not in job
-    assert job["static_configs"] == [
-        {"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n1"}},
-        {"targets": ["kubernetes.default.svc:443"], "labels": {"node": "n2"}},
-    ]
+    cfg, _ = prometheus_files(
+        "prometheus.discovery=static", 'prometheus.nodes={n2: "10.0.0.2:10250", n1: "[fd00::1]:10250"}'
+    )
+    for job in cfg["scrape_configs"]:
+        assert "kubernetes_sd_configs" not in job
+        assert job["static_configs"] == [
+            {"targets": ["[fd00::1]:10250"], "labels": {"node": "n1"}},
+            {"targets": ["10.0.0.2:10250"], "labels": {"node": "n2"}},
+        ]
+        assert job["relabel_configs"] == [{"source_labels": ["node"], "target_label": "instance"}]
     from scheduler.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^prometheus.nodes: expected at least one node name"):
+    with pytest.raises(ConfigError, match=r"^prometheus.nodes: expected at least one node"):
         rendered("prometheus", "prometheus.discovery=static")
+
+
+def prometheus_rules(*sets: str) -> list[dict[str, Any]]:
+    (role,) = [o for o in rendered("prometheus", *sets).objects if o["kind"] == "ClusterRole"]
+    return role["rules"]
+
+
+def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them() -> None:
+    metrics = {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}
+    # kubernetes_sd_configs: an informer on the nodes (list, watch)
+    assert prometheus_rules() == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        metrics,
+    ]
+    # static targets: no API object to read
+    assert prometheus_rules("prometheus.discovery=static", "prometheus.nodes={n: 10.0.0.1:10250}") == [
+        metrics
+    ]
+    assert "nodes/proxy" not in rendered("prometheus").stream()
 
 
 def test_recording_rules_produce_the_policys_metrics() -> None:
@@ -426,11 +470,17 @@ def promtool_knows_kubernetes_sd(tmp_path: Path) -> bool:
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed")
+@pytest.mark.parametrize("skip_verify", [True, False])
 @pytest.mark.parametrize("discovery", ["kubernetes", "static"])
-def test_promtool_accepts_the_config_and_rules(tmp_path: Path, discovery: str) -> None:
+def test_promtool_accepts_the_config_and_rules(tmp_path: Path, discovery: str, skip_verify: bool) -> None:
     if discovery == "kubernetes" and not promtool_knows_kubernetes_sd(tmp_path):
         pytest.skip("this promtool is built without Kubernetes discovery (Debian's package)")
-    r = rendered("prometheus", f"prometheus.discovery={discovery}", "prometheus.nodes=[kind-worker]")
+    r = rendered(
+        "prometheus",
+        f"prometheus.discovery={discovery}",
+        "prometheus.nodes={kind-worker: 172.18.0.3:10250}",
+        f"prometheus.kubeletTLS.insecureSkipVerify={str(skip_verify).lower()}",
+    )
     (tmp_path / "rules.yml").write_text(r.files["rules.yml"])
     (tmp_path / "prometheus.yml").write_text(
         r.files["prometheus.yml"].replace("/etc/prometheus/rules.yml", str(tmp_path / "rules.yml"))
@@ -444,7 +494,7 @@ def test_promtool_accepts_the_config_and_rules(tmp_path: Path, discovery: str) -
         .read_text()
         .replace("/var/run/secrets/kubernetes.io/serviceaccount", str(tmp_path))
     )
-    (tmp_path / "ca.crt").write_text("")
+    (tmp_path / "ca.crt").write_bytes(CA().pem)  # read when the kubelets' certificates are verified
     (tmp_path / "token").write_text("t")
     (tmp_path / "prometheus.yml").write_text(cfg)
     check = promtool("check", "config", str(tmp_path / "prometheus.yml"))

@@ -130,7 +130,49 @@ def test_lists_are_replaced_whole(tmp_path: Path) -> None:
             "prometheus.windows.avg5m: expected a Prometheus duration > 0",
         ),
         (("prometheus.rateWindow=20s",), "prometheus.rateWindow: expected at least two scrape intervals"),
-        (("prometheus.nodes=[Bad_Node]",), 'prometheus.nodes[0]: expected a node name, got "Bad_Node"'),
+        (
+            ("prometheus.nodes=[kind-worker]",),
+            "prometheus.nodes: expected a mapping of node name to kubelet address, like {kind-worker: "
+            '"172.18.0.3:10250"}, got a list',
+        ),
+        (
+            ("prometheus.nodes={Bad_Node: 10.0.0.1:10250}",),
+            'prometheus.nodes: expected node names as keys, got "Bad_Node"',
+        ),
+        *(
+            (
+                (f"prometheus.nodes={{kind-worker: {bad}}}",),
+                'prometheus.nodes.kind-worker: expected a kubelet address "host:port", like '
+                f'"172.18.0.3:10250" or "[fd00::3]:10250", got {shown}',
+            )
+            for bad, shown in (
+                ("10.0.0.1", '"10.0.0.1"'),
+                ("10.0.0.1:0", '"10.0.0.1:0"'),
+                ("10.0.0.1:70000", '"10.0.0.1:70000"'),
+                ('"fd00::3:10250"', '"fd00::3:10250"'),
+                ('"[fd00::zz]:10250"', '"[fd00::zz]:10250"'),
+                ("bad_host:10250", '"bad_host:10250"'),
+                ("10250", "10250"),
+            )
+        ),
+        (
+            ("prometheus.kubeletTLS.insecureSkipVerify=sometimes",),
+            'prometheus.kubeletTLS.insecureSkipVerify: expected a boolean (true or false), got "sometimes"',
+        ),
+        (
+            ("prometheus.kubeletTLS.insecureSkipVerify=false", "prometheus.kubeletTLS.caFile=ca.crt"),
+            'prometheus.kubeletTLS.caFile: expected "" or an absolute path, got "ca.crt"',
+        ),
+        (
+            ("prometheus.kubeletTLS.caFile=/etc/prometheus/kubelet-ca.crt",),
+            'prometheus.kubeletTLS.caFile: expected "" while insecureSkipVerify is true (nothing is '
+            "verified against it; set insecureSkipVerify: false to verify), "
+            'got "/etc/prometheus/kubelet-ca.crt"',
+        ),
+        (
+            ("prometheus.kubeletTLS.verify=true",),
+            "prometheus.kubeletTLS.verify: unknown field; expected one of: caFile, insecureSkipVerify",
+        ),
         (("prometheus.discovery=dns",), 'prometheus.discovery: expected one of "kubernetes", "static"'),
     ],
 )
@@ -139,6 +181,29 @@ def test_bad_set_values(sets: tuple[str, ...], message: str) -> None:
     assert msg.startswith(f"--set {sets[-1]}: ")
     assert message in msg
     assert "\n" not in msg
+
+
+def test_prometheus_static_targets_and_kubelet_tls() -> None:
+    v = values(
+        "prometheus.discovery=static",
+        'prometheus.nodes={kind-worker: "172.18.0.3:10250", n6: "[fd00::3]:10250", dns: "node-1.example:10250"}',
+        "prometheus.kubeletTLS.insecureSkipVerify=false",
+        "prometheus.kubeletTLS.caFile=/etc/prometheus/kubelet-ca.crt",
+    )
+    assert v.typed.prometheus.nodes == {
+        "kind-worker": "172.18.0.3:10250",
+        "n6": "[fd00::3]:10250",
+        "dns": "node-1.example:10250",
+    }
+    tls = v.typed.prometheus.kubelet_tls
+    assert (tls.insecure_skip_verify, tls.ca_file) == (False, "/etc/prometheus/kubelet-ca.crt")
+    defaults = values().typed.prometheus
+    assert defaults.nodes == {}
+    assert (defaults.kubelet_tls.insecure_skip_verify, defaults.kubelet_tls.ca_file) == (True, "")
+    # one node at a time, by key
+    assert values("prometheus.nodes.kind-worker=172.18.0.4:10250").typed.prometheus.nodes == {
+        "kind-worker": "172.18.0.4:10250"
+    }
 
 
 def test_policy_errors_name_the_field() -> None:
