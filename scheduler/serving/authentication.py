@@ -37,9 +37,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -55,6 +53,7 @@ from cryptography.x509.verification import (
 )
 
 from scheduler.logs import V, kv
+from scheduler.serving.reviewcache import ReviewCache
 
 logger = logging.getLogger(__name__)
 
@@ -244,12 +243,12 @@ class TokenAuthenticator:
     ) -> None:
         self._review = review
         self._ttl = ttl
-        self._max = max_entries
-        self._clock = clock
-        self._cache: OrderedDict[bytes, tuple[float, UserInfo | None]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.reviews = 0
+        self._cache: ReviewCache[bytes, UserInfo | None] = ReviewCache(max_entries=max_entries, clock=clock)
+
+    @property
+    def reviews(self) -> int:
         """TokenReviews sent (the cache's misses)."""
+        return self._cache.misses
 
     def authenticate(self, creds: Credentials) -> UserInfo | None:
         auth = (creds.header("authorization") or "").strip()
@@ -265,23 +264,15 @@ class TokenAuthenticator:
 
     def _lookup(self, token: str) -> UserInfo | None:
         key = hashlib.sha256(token.encode()).digest()  # the cache never holds a token
-        now = self._clock()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] > now:
-                self._cache.move_to_end(key)
-                return hit[1]
+        hit, user = self._cache.get(key)
+        if hit:
+            return user
         try:
             user = self._review(token)
         except Exception as e:
             logger.log(V(2), "TokenReview failed", extra=kv(err=str(e)))
             raise AuthenticationError(f"token review failed: {e}") from None
-        with self._lock:
-            self.reviews += 1
-            self._cache[key] = (now + self._ttl, user)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+        self._cache.put(key, user, self._ttl)
         return user
 
 

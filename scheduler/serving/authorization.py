@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from scheduler.logs import V, kv
 from scheduler.serving.authentication import UserInfo
+from scheduler.serving.reviewcache import ReviewCache
 
 logger = logging.getLogger(__name__)
 
@@ -103,33 +102,28 @@ class WebhookAuthorizer:
     ) -> None:
         self._review = review
         self._allow_ttl, self._deny_ttl = allow_ttl, deny_ttl
-        self._max = max_entries
-        self._clock = clock
-        self._cache: OrderedDict[tuple[UserInfo, str, str], tuple[float, Verdict]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.reviews = 0
+        self._cache: ReviewCache[tuple[UserInfo, str, str], Verdict] = ReviewCache(
+            max_entries=max_entries, clock=clock
+        )
+
+    @property
+    def reviews(self) -> int:
         """SubjectAccessReviews sent (the cache's misses)."""
+        return self._cache.misses
 
     def __call__(self, user: UserInfo, verb: str, path: str) -> Verdict:
         key = (user, verb, path)
-        now = self._clock()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] > now:
-                self._cache.move_to_end(key)
-                return hit[1]
+        hit, cached = self._cache.get(key)
+        if hit and cached is not None:
+            return cached
         try:
             verdict = self._review(user, verb, path)
         except Exception as e:
             logger.log(V(2), "SubjectAccessReview failed", extra=kv(user=user.name, path=path, err=str(e)))
             raise AuthorizationError(str(e)) from None
-        ttl = self._allow_ttl if verdict.decision is Decision.ALLOW else self._deny_ttl
-        with self._lock:
-            self.reviews += 1
-            self._cache[key] = (now + ttl, verdict)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+        self._cache.put(
+            key, verdict, self._allow_ttl if verdict.decision is Decision.ALLOW else self._deny_ttl
+        )
         return verdict
 
 
