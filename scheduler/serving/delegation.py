@@ -147,21 +147,23 @@ class _Sources:
     """The CA bundles and proxy settings as last read."""
 
     client_ca: bytes = b""
+    client_cas: tuple[x509.Certificate, ...] = ()
+    """``client_ca`` parsed, once per read rather than per request."""
     request_header: RequestHeaderConfig | None = None
     request_header_ca: bytes = b""
 
 
-def _read_file(path: str, flag: str) -> bytes:
+def _read_file(path: str, flag: str) -> tuple[bytes, tuple[x509.Certificate, ...]]:
+    """The PEM bundle of ``path`` and its certificates."""
     try:
         with open(path, "rb") as f:
             pem = f.read()
     except OSError as e:
         raise ServingError(f"{flag}: cannot read {path}: {e.strerror or e}") from None
     try:
-        load_ca_bundle(pem)
+        return pem, tuple(load_ca_bundle(pem))
     except ValueError:
         raise ServingError(f"{flag}: {path}: no PEM certificate found") from None
-    return pem
 
 
 def _json_list(data: dict[str, str], key: str) -> tuple[str, ...]:
@@ -237,9 +239,8 @@ class Delegation:
 
     # --- the CAs ----------------------------------------------------------------------------
 
-    def _client_cas(self) -> list[x509.Certificate]:
-        pem = self._sources.client_ca
-        return load_ca_bundle(pem) if pem else []
+    def _client_cas(self) -> tuple[x509.Certificate, ...]:
+        return self._sources.client_cas
 
     def client_ca_bundle(self) -> bytes:
         """Every CA a client certificate may be signed by (client CA and front-proxy CA), PEM."""
@@ -250,15 +251,17 @@ class Delegation:
 
     def _read(self, *, initial: bool) -> _Sources:
         o = self.authn
-        client_ca = b""
+        client_ca, client_cas = b"", ()
         if o.client_ca_file:
-            client_ca = _read_file(o.client_ca_file, "--client-ca-file")
+            client_ca, client_cas = _read_file(o.client_ca_file, "--client-ca-file")
         header_ca = b""
         header: RequestHeaderConfig | None = None
         if o.requestheader_client_ca_file:
-            header_ca = _read_file(o.requestheader_client_ca_file, "--requestheader-client-ca-file")
+            header_ca, header_cas = _read_file(
+                o.requestheader_client_ca_file, "--requestheader-client-ca-file"
+            )
             header = RequestHeaderConfig(
-                cas=tuple(load_ca_bundle(header_ca)),
+                cas=header_cas,
                 allowed_names=o.requestheader_allowed_names,
                 username_headers=o.requestheader_username_headers,
                 uid_headers=o.requestheader_uid_headers,
@@ -278,8 +281,7 @@ class Delegation:
                 data = self._configmap()
                 if not o.client_ca_file:
                     client_ca = data.get("client-ca-file", "").encode()
-                    if client_ca:
-                        load_ca_bundle(client_ca)
+                    client_cas = tuple(load_ca_bundle(client_ca)) if client_ca else ()
                 if not o.requestheader_client_ca_file and data.get("requestheader-client-ca-file"):
                     header_ca = data["requestheader-client-ca-file"].encode()
                     header = RequestHeaderConfig(
@@ -306,7 +308,9 @@ class Delegation:
                     "(--authentication-tolerate-lookup-failure=false makes this fatal)",
                     extra=kv(configmap=f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}", err=str(e)),
                 )
-        return _Sources(client_ca=client_ca, request_header=header, request_header_ca=header_ca)
+        return _Sources(
+            client_ca=client_ca, client_cas=client_cas, request_header=header, request_header_ca=header_ca
+        )
 
     def _configmap(self) -> dict[str, str]:
         assert self.authn_client is not None
