@@ -127,6 +127,8 @@ def test_bad_flags(argv: list[str], message: str, capsys: pytest.CaptureFixture[
 def test_ctrl_c_stops_cleanly(apiserver: ControlPlane, namespace: str) -> None:
     cmd = [
         sys.executable,
+        "-X",
+        "faulthandler",
         "-m",
         "scheduler",
         "churn",
@@ -157,7 +159,13 @@ def test_ctrl_c_stops_cleanly(apiserver: ControlPlane, namespace: str) -> None:
             assert sel.select(timeout=60), "no round reported"
             assert proc.stdout.readline().startswith("round 1: ")
             proc.send_signal(signal.SIGINT)  # during the 60 s between rounds
-            code = proc.wait(timeout=20)
+            try:
+                code = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                # Where it hangs: faulthandler (-X faulthandler) prints every thread's stack.
+                proc.send_signal(signal.SIGABRT)
+                proc.wait(timeout=10)
+                pytest.fail(f"churn did not stop within 20 s of SIGINT:\n{proc.stderr.read()}")
             err = proc.stderr.read()
         finally:
             if proc.poll() is None:
