@@ -58,14 +58,17 @@ HTTP_URL = Check(
 )
 
 
-def _go_duration_ok(text: str) -> bool:
+def _go_nanoseconds(text: str) -> int | None:
     try:
-        return parse_duration(text) > 0
+        return parse_duration(text)
     except DurationError:
-        return False
+        return None
 
 
-GO_DURATION = Check('a Go duration > 0, like "15s" or "1m30s"', _go_duration_ok)
+GO_DURATION = Check('a Go duration > 0, like "15s" or "1m30s"', lambda v: (_go_nanoseconds(v) or 0) > 0)
+GO_DURATION_OR_ZERO = Check(
+    'a Go duration >= 0, like "5m" or "0s"', lambda v: (n := _go_nanoseconds(v)) is not None and n >= 0
+)
 
 
 def prometheus_seconds(text: str) -> float | None:
@@ -161,6 +164,7 @@ class Dynamic:
     prometheus_address: str = yaml_field(check=HTTP_URL)
     metrics_update_period: str = yaml_field(check=GO_DURATION)
     cluster_name: str = yaml_field()
+    stale_grace: str = yaml_field(check=GO_DURATION_OR_ZERO)
     policy_config_path: str = yaml_field(check=ABSOLUTE_PATH)
     policy: dict[str, Any] = yaml_field()
 

@@ -210,9 +210,10 @@ def test_scheduler_configuration(
         assert "Dynamic" in getattr(plugins, point)
     args = cfg.profiles[0].args["Dynamic"]
     assert args.prome_addr == "http://prometheus.crane-system.svc.cluster.local:9090"
-    assert (args.metrics_update_period, args.cluster_name, args.policy_config_path) == (
+    assert (args.metrics_update_period, args.cluster_name, args.stale_grace, args.policy_config_path) == (
         300.0,
         "",
+        300.0,
         policy_path,
     )
     assert [p.name for p in policy.predicate] == [
@@ -227,6 +228,19 @@ def test_score_weight_is_a_value() -> None:
     r = rendered("lease", "dynamic.scoreWeight=7")
     cfg = yaml.safe_load(by_kind(r.objects, "ConfigMap")["data"]["scheduler-config.yaml"])
     assert cfg["profiles"][0]["plugins"]["score"]["enabled"] == [{"name": "Dynamic", "weight": 7}]
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0s", 0.0), ("90s", 90.0), ("1h", 3600.0)])
+def test_stale_grace_is_a_value(value: str, seconds: float) -> None:
+    cfg, _ = scheduler_files("lease", f"dynamic.staleGrace={value}")
+    assert cfg.profiles[0].args["Dynamic"].stale_grace == seconds
+
+
+def test_a_negative_stale_grace_is_refused() -> None:
+    from scheduler.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r'dynamic.staleGrace: expected a Go duration >= 0.*"-1s"'):
+        rendered("lease", "dynamic.staleGrace=-1s")
 
 
 def test_a_configuration_the_scheduler_refuses_is_a_render_error() -> None:
