@@ -351,6 +351,8 @@ class PrometheusSource:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise QueryError(f"response is not JSON: {body[:80]!r}") from None
+        except RecursionError:  # arrays in arrays, deeper than the interpreter's stack
+            raise QueryError(f"response nests too deep to decode ({len(body)} bytes)") from None
         if not isinstance(doc, dict):
             raise QueryError("response is not a JSON object")
         if doc.get("status") != "success":
@@ -492,5 +494,5 @@ def _error_detail(body: bytes) -> str:
     try:
         doc = json.loads(body)
         return f"{doc.get('errorType', '')}: {doc.get('error', '')}" if isinstance(doc, dict) else ""
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return body[:120].decode("utf-8", "replace").strip()

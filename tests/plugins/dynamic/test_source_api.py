@@ -204,6 +204,10 @@ FAILURES = [
     pytest.param(Scripted(200, b"<html>proxy login</html>"), "response is not JSON", id="garbage"),
     pytest.param(Scripted(200, b"[1, 2]"), "not a JSON object", id="json-list"),
     pytest.param(
+        Scripted(200, b"[" * 100_000 + b"]" * 100_000), "response nests too deep", id="deeply-nested-json"
+    ),
+    pytest.param(Scripted(500, b"[" * 4096), "HTTP 500: [[[", id="http-500-deeply-nested-body"),
+    pytest.param(
         Scripted(200, vector(({"instance": "n"}, "0.1"), result_type="matrix")),
         "expected an instant vector, got resultType 'matrix'",
         id="matrix",
