@@ -476,10 +476,13 @@ class PrometheusSource:
 
 
 def _read_until(response: Any, deadline: float) -> bytes:
+    """The body, read by what has arrived (``read1``), not by full blocks: ``read(n)`` waits
+    for n bytes, so a server dripping a byte a second would hold the query for as long as it
+    likes, each byte within the socket timeout. Past ``deadline``, TimeoutError."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = response.read(65536)
+        chunk = response.read1(65536)
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)

@@ -25,6 +25,8 @@ class Scripted:
     status: int = 200
     body: bytes = b""
     delay: float = 0.0
+    drip: float = 0.0
+    """Seconds between the body's bytes (the headers go at once); 0: all at once."""
 
 
 class FakePrometheus:
@@ -92,7 +94,7 @@ class FakePrometheus:
         if scripted is not None:
             if scripted.delay and self._release.wait(scripted.delay):
                 return
-            self._send(req, scripted.status, scripted.body)
+            self._send(req, scripted.status, scripted.body, drip=scripted.drip, release=self._release)
             return
         want = json.loads(quoted) if label else None
         result = [
@@ -105,14 +107,27 @@ class FakePrometheus:
 
     @staticmethod
     def _send(
-        req: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str = "application/json"
+        req: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        *,
+        drip: float = 0.0,
+        release: threading.Event | None = None,
     ) -> None:
         try:
             req.send_response(status)
             req.send_header("Content-Type", content_type)
             req.send_header("Content-Length", str(len(body)))
             req.end_headers()
-            req.wfile.write(body)
+            if not drip:
+                req.wfile.write(body)
+                return
+            for i in range(len(body)):
+                req.wfile.write(body[i : i + 1])
+                req.wfile.flush()
+                if release is not None and release.wait(drip):
+                    return
         except OSError:  # the client gave up (a timeout under test)
             pass
 
