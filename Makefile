@@ -129,8 +129,8 @@ e2e: docker venv ## Cluster up, image, every e2e suite, cluster down (KEEP_CLUST
 test-e2e: e2e ## Same as e2e
 
 .PHONY: e2e-faults
-e2e-faults: docker venv ## Only the fault suite (kube-apiserver restart, leader cut off, Lease deleted or edited): cluster up, suite, down
-	@E2E_ARGS="e2e/test_faults.py $(E2E_ARGS)" bash hack/e2e.sh
+e2e-faults: docker venv ## Only the fault suites (kube-apiserver restart, leader cut off, Lease deleted or edited, bindings refused, Prometheus stopped or answering garbage): cluster up, suites, down
+	@E2E_ARGS="e2e/test_faults.py e2e/test_faults_prometheus.py $(E2E_ARGS)" bash hack/e2e.sh
 
 .PHONY: conformance
 conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, then with kube-scheduler: conformance/results/latest.md (KEEP_CLUSTER=1 keeps the cluster)

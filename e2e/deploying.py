@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -24,6 +25,17 @@ from e2e.replacing import end_kube_scheduler_backoff
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS_LOG = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts")) / "e2e-commands.log"
+
+# Short windows: 10 s scrapes (their timeout is the interval; a kubelet can be slow to answer on
+# a busy machine), a 30 s rate, cpu_usage_avg_5m averaged over 30 s instead of 5 m.
+SHORT_PROMETHEUS_WINDOWS: dict[str, Any] = {
+    "prometheus": {
+        "scrapeInterval": "10s",
+        "evaluationInterval": "5s",
+        "rateWindow": "30s",
+        "windows": {"avg5m": "30s", "max1h": "2m", "max1d": "2m"},
+    },
+}
 
 
 @dataclass

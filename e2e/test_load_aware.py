@@ -41,7 +41,7 @@ import yaml
 from kubernetes import client
 
 from e2e import binding as b
-from e2e.deploying import deploy, restore
+from e2e.deploying import SHORT_PROMETHEUS_WINDOWS, deploy, restore
 from e2e.kube import is_ready, poll, wait_pod
 from e2e.measure import record
 from e2e.replacing import wait_leading, wait_ours_hold
@@ -63,17 +63,6 @@ FULL_WINDOW = 60.0
 """Seconds from the burner's start until METRIC is all burner time: the 30 s rate, then the 30 s average."""
 REFRESH = "5s"
 CONTROL_PLANE_TAINT = "node(s) had untolerated taint(s)"
-
-# Short windows: 10 s scrapes (their timeout is the interval; a kubelet can be slow to answer on
-# a busy machine), a 30 s rate, METRIC averaged over 30 s instead of 5 m.
-PROMETHEUS_VALUES: dict[str, Any] = {
-    "prometheus": {
-        "scrapeInterval": "10s",
-        "evaluationInterval": "5s",
-        "rateWindow": "30s",
-        "windows": {"avg5m": "30s", "max1h": "2m", "max1d": "2m"},
-    },
-}
 
 
 def scheduler_values(threshold: float) -> dict[str, Any]:
@@ -152,7 +141,7 @@ def prometheus(kind_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
     folder = tmp_path_factory.mktemp("load-aware")
     values = folder / "prometheus.yaml"
-    values.write_text(yaml.safe_dump(PROMETHEUS_VALUES, sort_keys=False))
+    values.write_text(yaml.safe_dump(SHORT_PROMETHEUS_WINDOWS, sort_keys=False))
     try:
         res = deploy("prometheus", "-f", str(values), "--timeout", "400")
         record(SUITE, "deploy_prometheus_s", res.seconds)

@@ -13,7 +13,7 @@ from scheduler.cluster.binder import Binder, BindStatus, binding_body
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from tests.apiserver import ControlPlane
 from tests.cluster.util import make_node, make_pod
-from tests.cluster.webhook import BindingWebhook
+from tests.cluster.webhook import scripted_webhook
 
 pytestmark = pytest.mark.apiserver
 
@@ -91,7 +91,7 @@ def test_bind_of_a_recreated_pod_is_refused_by_its_uid(admin, namespace: str) ->
 def test_bind_retries_429_honouring_retry_after(apiserver: ControlPlane, admin, namespace: str) -> None:
     node = make_node(admin)["metadata"]["name"]
     pod = make_pod(admin, namespace)
-    with BindingWebhook(apiserver, admin, namespace, deny=[(429, 1), (503, None)]) as hook:
+    with scripted_webhook(apiserver, admin, namespace, deny=[(429, 1), (503, None)]) as hook:
         start = time.monotonic()
         result = Binder(admin, initial_wait=0.05, max_wait=0.1).bind(
             namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
@@ -105,7 +105,7 @@ def test_bind_retries_429_honouring_retry_after(apiserver: ControlPlane, admin, 
 def test_bind_gives_up_after_bounded_attempts(apiserver: ControlPlane, admin, namespace: str) -> None:
     node = make_node(admin)["metadata"]["name"]
     pod = make_pod(admin, namespace)
-    with BindingWebhook(apiserver, admin, namespace, deny=[(500, None)] * 10) as hook:
+    with scripted_webhook(apiserver, admin, namespace, deny=[(500, None)] * 10) as hook:
         result = Binder(admin, attempts=3, initial_wait=0.01, max_wait=0.02).bind(
             namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
         )

@@ -25,7 +25,7 @@ from scheduler.config import load_config
 from scheduler.config.options import Options, ServingOptions
 from tests.apiserver import ControlPlane
 from tests.cluster.util import wait_until
-from tests.cluster.webhook import BindingWebhook
+from tests.cluster.webhook import scripted_webhook
 
 pytestmark = pytest.mark.apiserver
 
@@ -88,7 +88,7 @@ def test_no_binding_is_sent_after_the_lease_is_lost(
             },
         }
 
-    with BindingWebhook(apiserver, admin, namespace, deny=[(500, 2)] * 1000) as hook:
+    with scripted_webhook(apiserver, admin, namespace, deny=[(500, 2)] * 1000) as hook:
         node = f"n-{uuid.uuid4().hex[:6]}"
         api_request(
             admin,

@@ -1,0 +1,35 @@
+"""The binding webhook (``tests/webhook.py``) for a kind cluster.
+
+kube-apiserver runs in the control-plane node's container, on the docker
+network of the cluster; this machine is that network's gateway, so the
+webhook listens there, with a self-signed certificate for that address (its
+own CA bundle). The address is read from the node's default route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubernetes import client
+
+from e2e.kube import docker_exec
+from scheduler.serving.tls import self_signed_certificate
+from tests.webhook import BindingWebhook, Refusal
+
+
+def host_address(node: str) -> str:
+    """This machine's address as the kind node reaches it: the gateway of its default route."""
+    words = docker_exec(node, "ip", "-4", "route", "show", "default").stdout.split()
+    if "via" not in words:
+        raise AssertionError(f"no default route in kind node {node}: {' '.join(words)!r}")
+    return words[words.index("via") + 1]
+
+
+def kind_binding_webhook(
+    api: client.ApiClient, namespace: str, control_plane: str, decide: Callable[[str, str], Refusal | None]
+) -> BindingWebhook:
+    """A webhook on this machine that ``control_plane``'s kube-apiserver calls for the
+    namespace's bindings; ``decide(pod, node)`` refuses or allows each."""
+    address = host_address(control_plane)
+    cert, key = self_signed_certificate([address])
+    return BindingWebhook(api, namespace, decide, listen=address, cert_pem=cert, key_pem=key, ca_pem=cert)
