@@ -81,14 +81,21 @@ class Handle:
         api_client: ApiClient,
         scheduler_name: str,
         metrics_registry: Any,
+        queue: SchedulingQueue | None = None,
     ) -> None:
         self.snapshot = cache
+        self._queue = queue
         self._stores = stores
         self.api_client = api_client
         self.scheduler_name = scheduler_name
         self.metrics_registry = metrics_registry
         self.framework: Profile | None = None
         """The profile, once built (PostFilter runs its filters)."""
+
+    def move_pods(self, event: str, plugins: frozenset[str]) -> None:
+        """Another try for the pods these plugins rejected: what they read changed (``event``)."""
+        if self._queue is not None:
+            self._queue.move_all(event, plugins)
 
     def store(self, resource: str) -> Store:
         try:
@@ -273,7 +280,9 @@ class App:
 
         profiles = {}
         for prof in self.cfg.profiles:
-            handle = Handle(self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry)
+            handle = Handle(
+                self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry, self.queue
+            )
             profiles[prof.scheduler_name] = build_profile(
                 self.cfg, prof, handle, self.metrics, self.queue.nominator
             )

@@ -136,6 +136,7 @@ class Snapshot(Protocol):
     def get(self, name: str) -> NodeInfo | None: ...
     def have_pods_with_affinity(self) -> list[NodeInfo]: ...
     def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]: ...
+    def image_num_nodes(self, image: str) -> int: ...
 
 
 class Store(Protocol):
@@ -186,6 +187,11 @@ class Handle(Protocol):
 
     @property
     def scheduler_name(self) -> str: ...
+
+    def move_pods(self, event: str, plugins: frozenset[str]) -> None:
+        """Give the unschedulable pods these plugins rejected another try: what the plugins
+        read outside the informers (Dynamic's load) changed as ``event`` says."""
+        ...
 
 
 class Plugin(Protocol):

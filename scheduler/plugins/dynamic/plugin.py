@@ -67,6 +67,7 @@ from scheduler.logs import kv
 from scheduler.plugins.dynamic.annotations import CRANE_TIME_ZONE, AnnotationSource, time_zone
 from scheduler.plugins.dynamic.hotvalue import HotValueTracker
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
+from scheduler.plugins.dynamic.requeue import LoadRequeuer
 from scheduler.plugins.dynamic.source import PrometheusSource
 
 logger = logging.getLogger(__name__)
@@ -195,6 +196,16 @@ class Dynamic:
         self._sources: tuple[Any, ...] = tuple(s for s in (self.source, self.annotations) if s is not None)
         self._cache: dict[str, NodeLoad] = {}
         self._cache_generation = -1
+        move_pods = getattr(handle, "move_pods", None)
+        self.requeuer: LoadRequeuer | None = None
+        if move_pods is not None and self._sources:
+            self.requeuer = LoadRequeuer(
+                lambda event: move_pods(event, frozenset({self.name})),
+                self._generation,
+                self._rejection_expiries,
+                source=self.source,
+                clock=clock,
+            )
         logger.info(
             "Dynamic plugin configured",
             extra=kv(
@@ -207,9 +218,13 @@ class Dynamic:
         )
         if self._owns_source and self.source is not None:
             self.source.start()
+        if self.requeuer is not None:
+            self.requeuer.start()
 
     def stop(self) -> None:
         """Stop the background refresh (returns within a couple of seconds)."""
+        if self.requeuer is not None:
+            self.requeuer.stop()
         if self._owns_source and self.source is not None:
             self.source.stop()
 
@@ -246,9 +261,16 @@ class Dynamic:
 
     # --- per-node load ---
 
+    def _generation(self) -> int:
+        return sum(s.current_generation() for s in self._sources)
+
+    def _rejection_expiries(self) -> list[float]:
+        """When the values behind the current rejections go stale (the requeuer's timer)."""
+        return [e.valid_until for e in tuple(self._cache.values()) if e.verdict is not None]
+
     def node_load(self, node: NodeInfo) -> NodeLoad:
         """The node's verdict and load score from the sources' current data (cached)."""
-        generation = sum(s.current_generation() for s in self._sources)
+        generation = self._generation()
         cache = self._cache
         if generation != self._cache_generation:
             cache = self._cache = {}
