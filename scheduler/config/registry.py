@@ -19,13 +19,13 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "NodeResourcesBalancedAllocation": frozenset({"pre_score", "score"}),
     "DefaultBinder": frozenset({"bind"}),
     "DefaultPreemption": frozenset({"post_filter"}),
+    "ImageLocality": frozenset({"score"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
 
 NOT_IMPLEMENTED: frozenset[str] = frozenset(
     {
-        "ImageLocality",
         "VolumeRestrictions",
         "NodeVolumeLimits",
         "EBSLimits",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Any
 
 from scheduler.core.nodeinfo import NodeInfo
@@ -34,6 +35,8 @@ class Cache:
         # Nodes with pods that have (anti-)affinity, rebuilt lazily when such a pod or a node comes or goes.
         self._with_affinity: list[NodeInfo] | None = None
         self._with_anti_affinity: list[NodeInfo] | None = None
+        self._image_nodes: Counter[str] = Counter()
+        """Image name -> how many nodes have it (ImageLocality's spread)."""
 
     # --- nodes -------------------------------------------------------------
 
@@ -42,9 +45,11 @@ class Cache:
         with self.lock:
             ni = self._nodes.get(name)
             if ni is None:
-                self._nodes[name] = NodeInfo(name, node)
+                ni = self._nodes[name] = NodeInfo(name, node)
             else:
+                self._count_images(ni, -1)
                 ni.set_node(node)  # pods that arrived before their node keep counting
+            self._count_images(ni, 1)
             self._nodes_changed()
 
     update_node = add_node
@@ -55,6 +60,9 @@ class Cache:
             ni = self._nodes.get(name)
             if ni is None:
                 return
+            if ni.node is not None:
+                self._count_images(ni, -1)
+                ni.images = {}
             if ni.pods:
                 # Keep a ghost entry so the pods still bound there are accounted
                 # for until their own deletes arrive; it is not schedulable.
@@ -138,6 +146,21 @@ class Cache:
                     ni for ni in self.list() if ni.pods_with_required_anti_affinity
                 ]
         return nodes
+
+    def image_num_nodes(self, image: str) -> int:
+        """How many nodes have ``image`` (by any of its names)."""
+        return self._image_nodes.get(image, 0)
+
+    def _count_images(self, ni: NodeInfo, delta: int) -> None:
+        if not ni.images:
+            return
+        counts = self._image_nodes
+        for name in ni.images:
+            n = counts[name] + delta
+            if n > 0:
+                counts[name] = n
+            else:
+                del counts[name]
 
     def _nodes_changed(self) -> None:
         self._node_list = self._with_affinity = self._with_anti_affinity = None

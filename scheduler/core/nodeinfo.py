@@ -13,6 +13,20 @@ from scheduler.core.podinfo import HostPort, PodInfo
 from scheduler.core.resources import Resource
 
 
+def node_images(images: Any) -> dict[str, int]:
+    """``status.images`` as name -> size; every name of an image (tag and digest) counts, and
+    the first image listed under a name gives its size."""
+    out: dict[str, int] = {}
+    for image in images or ():
+        if not isinstance(image, dict):
+            continue
+        size = image.get("sizeBytes") or 0
+        for name in image.get("names") or ():
+            if isinstance(name, str):
+                out.setdefault(name, size if isinstance(size, int) else 0)
+    return out
+
+
 class NodeInfo:
     __slots__ = (
         "name",
@@ -21,6 +35,7 @@ class NodeInfo:
         "taints",
         "unschedulable",
         "allocatable",
+        "images",
         "pods",
         "requested",
         "non_zero_requested",
@@ -39,6 +54,8 @@ class NodeInfo:
         self.taints: list[dict[str, Any]] = []
         self.unschedulable = False
         self.allocatable = Resource()
+        self.images: dict[str, int] = {}
+        """Every name of every image on the node (``status.images``) -> its size in bytes."""
         self.pods: dict[str, PodInfo] = {}
         self.requested = Resource()
         self.non_zero_requested = Resource()
@@ -65,7 +82,9 @@ class NodeInfo:
         spec = node.get("spec") or {}
         self.taints = spec.get("taints") or []
         self.unschedulable = bool(spec.get("unschedulable"))
-        self.allocatable = Resource.from_list((node.get("status") or {}).get("allocatable"))
+        status = node.get("status") or {}
+        self.allocatable = Resource.from_list(status.get("allocatable"))
+        self.images = node_images(status.get("images"))
         if self.node_memo:
             self.node_memo.clear()
         self._changed()
@@ -109,6 +128,7 @@ class NodeInfo:
         c.taints = self.taints
         c.unschedulable = self.unschedulable
         c.allocatable = self.allocatable
+        c.images = self.images
         c.pods = dict(self.pods)
         c.requested = self.requested.copy()
         c.non_zero_requested = self.non_zero_requested.copy()

@@ -100,6 +100,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "InterPodAffinity": "scheduler.plugins.interpodaffinity:InterPodAffinity",
     "PodTopologySpread": "scheduler.plugins.podtopologyspread:PodTopologySpread",
     "DefaultPreemption": "scheduler.plugins.defaultpreemption:DefaultPreemption",
+    "ImageLocality": "scheduler.plugins.imagelocality:ImageLocality",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

@@ -25,6 +25,7 @@ CRANE = Path(__file__).parents[1] / "data" / "crane-scheduler"
 
 V1BETA2_SCORES = {
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
     "InterPodAffinity": 1,
     "NodeResourcesFit": 1,
     "NodeAffinity": 1,

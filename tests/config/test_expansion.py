@@ -204,8 +204,8 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
         profiles:
           - plugins:
               score:
-                enabled: [{name: ImageLocality, weight: 1}]
-                disabled: [{name: ImageLocality}]
+                enabled: [{name: AzureDiskLimits, weight: 1}]
+                disabled: [{name: AzureDiskLimits}]
               filter:
                 disabled: [{name: VolumeZone}, {name: NodeVolumeLimits}]
               multiPoint:
@@ -218,7 +218,7 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
         for r in caplog.records
         if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
     ]  # type: ignore[attr-defined]
-    assert sorted(warned) == ["DynamicResources", "ImageLocality", "NodeVolumeLimits", "VolumeZone"]
+    assert sorted(warned) == ["AzureDiskLimits", "DynamicResources", "NodeVolumeLimits", "VolumeZone"]
 
 
 def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture) -> None:
@@ -235,7 +235,7 @@ def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture
         (
             "{score: {enabled: [{name: Dynamc}]}}",
             "profiles[0].plugins.score.enabled[0].name",
-            'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, InterPodAffinity',
+            'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, ImageLocality',
         ),
         (
             "{filter: {disabled: [{name: SelectorSpread}]}}",

@@ -82,10 +82,12 @@ def test_each_api_version_keeps_its_default_plugins() -> None:
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
         "Dynamic": 3,
     }
     assert dict(v1beta2.scores()) == {
         "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
         "InterPodAffinity": 1,
         "NodeResourcesFit": 1,
         "NodeAffinity": 1,

@@ -256,6 +256,9 @@ class FakeSnapshot:
     def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
         return [n for n in self._nodes.values() if n.pods_with_required_anti_affinity]
 
+    def image_num_nodes(self, image: str) -> int:
+        return sum(image in n.images for n in self._nodes.values())
+
 
 class FakeStore:
     """An informer store over a list of objects, keyed ``namespace/name`` or ``name``."""
