@@ -61,6 +61,7 @@ SHUTDOWN_GRACE = 10.0
 # What each plugin reads besides pods and nodes.
 PLUGIN_RESOURCES = {
     "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
+    "VolumeZone": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
 }

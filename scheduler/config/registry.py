@@ -20,6 +20,7 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "DefaultBinder": frozenset({"bind"}),
     "DefaultPreemption": frozenset({"post_filter"}),
     "ImageLocality": frozenset({"score"}),
+    "VolumeZone": frozenset({"pre_filter", "filter"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
@@ -31,7 +32,6 @@ NOT_IMPLEMENTED: frozenset[str] = frozenset(
         "EBSLimits",
         "GCEPDLimits",
         "AzureDiskLimits",
-        "VolumeZone",
         "DynamicResources",
     }
 )

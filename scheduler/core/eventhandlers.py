@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 
 # Plugins whose verdict an added or changed bound pod can change.
 POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
+# Plugins whose verdict a PVC, PV or StorageClass change can change.
+STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone"})
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -115,4 +117,4 @@ class EventHandlers:
     # --- other objects the plugins read (PVCs, PVs, classes, namespaces) --------------
 
     def on_storage_change(self, *objs: dict[str, Any]) -> None:
-        self.queue.move_all("StorageChange", frozenset({"VolumeBinding"}))
+        self.queue.move_all("StorageChange", STORAGE_PLUGINS)

@@ -101,6 +101,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "PodTopologySpread": "scheduler.plugins.podtopologyspread:PodTopologySpread",
     "DefaultPreemption": "scheduler.plugins.defaultpreemption:DefaultPreemption",
     "ImageLocality": "scheduler.plugins.imagelocality:ImageLocality",
+    "VolumeZone": "scheduler.plugins.volumezone:VolumeZone",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

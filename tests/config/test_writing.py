@@ -28,7 +28,7 @@ CONFIGS = {
                 disabled: [{name: "*"}]
                 enabled: [{name: NodeResourcesFit, weight: 4}]
               filter:
-                disabled: [{name: NodePorts}, {name: VolumeZone}]
+                disabled: [{name: NodePorts}, {name: NodeVolumeLimits}]
             pluginConfig:
               - DYNAMIC
               - name: NodeResourcesFit
@@ -89,7 +89,7 @@ def test_output_is_v1_with_go_durations_and_every_default() -> None:
         "5s",
         "5m0s",
     )
-    assert "VolumeZone" not in str(a["plugins"])  # not implemented: not part of the effective config
+    assert "NodeVolumeLimits" not in str(a["plugins"])  # not implemented: not part of the effective config
     assert "percentageOfNodesToScore" not in b
 
 
