@@ -257,6 +257,7 @@ class App:
             self.cfg.pod_initial_backoff_seconds,
             self.cfg.pod_max_backoff_seconds,
             on_change=self.metrics.set_pending_pods,
+            on_enqueue=self.metrics.pod_enqueued,
         )
         handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
 

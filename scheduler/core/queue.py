@@ -51,6 +51,14 @@ class QueuedPod:
     backoff_expiry: float = 0.0
 
 
+def scheduling_properties_changed(old: PodInfo, new: PodInfo) -> bool:
+    """Whether an update of an unscheduled pod can change a plugin's verdict: its spec or
+    labels changed (not its status, resourceVersion, managed fields or annotations)."""
+    return old.spec != new.spec or (old.pod.get("metadata") or {}).get("labels") != (
+        new.pod.get("metadata") or {}
+    ).get("labels")
+
+
 class SchedulingQueue:
     def __init__(
         self,
@@ -59,12 +67,16 @@ class SchedulingQueue:
         unschedulable_timeout: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[dict[str, int]], None] | None = None,
+        on_enqueue: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``on_change(counts)`` after every move; ``on_enqueue(queue, event)`` for every pod
+        that enters a queue (kube-scheduler's scheduler_queue_incoming_pods_total)."""
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.unschedulable_timeout = unschedulable_timeout
         self._clock = clock
         self._on_change = on_change
+        self._on_enqueue = on_enqueue
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, uid)
@@ -99,6 +111,7 @@ class SchedulingQueue:
             qp = QueuedPod(pod, self._clock())
             self._pods[pod.uid] = qp
             self._push_active(qp)
+            self._enqueued(ACTIVE, "PodAdd")
             self._changed()
 
     def update(self, pod: PodInfo) -> None:
@@ -134,8 +147,10 @@ class SchedulingQueue:
                 del self._unsched_since[uid]
                 if qp.backoff_expiry > now:
                     self._push_backoff(qp)
+                    self._enqueued(BACKOFF, event)
                 else:
                     self._push_active(qp)
+                    self._enqueued(ACTIVE, event)
                 moved += 1
             logger.log(V(5), "Moved unschedulable pods", extra=kv(event=event, pods=moved))
             self._changed()
@@ -228,6 +243,7 @@ class SchedulingQueue:
             else:
                 self._set_where(uid, UNSCHEDULABLE)
                 self._unsched_since[uid] = self._clock()
+            self._enqueued(self._where[uid], "ScheduleAttemptFailure")
             self._changed()
 
     def backoff_duration(self, attempts: int) -> float:
@@ -247,11 +263,13 @@ class SchedulingQueue:
                 if qp is None or self._where.get(uid) != BACKOFF or qp.backoff_expiry > now:
                     continue
                 self._push_active(qp)
+                self._enqueued(ACTIVE, "BackoffComplete")
                 moved = True
             for uid, since in list(self._unsched_since.items()):
                 if now - since >= self.unschedulable_timeout:
                     del self._unsched_since[uid]
                     self._push_active(self._pods[uid])
+                    self._enqueued(ACTIVE, "UnschedulableTimeout")
                     moved = True
             if moved:
                 self._changed()
@@ -295,19 +313,28 @@ class SchedulingQueue:
 
     def _update_locked(self, pod: PodInfo) -> None:
         qp = self._pods[pod.uid]
-        qp.pod = pod
+        old, qp.pod = qp.pod, pod
         where = self._where.get(pod.uid)
         if where == UNSCHEDULABLE:
-            # An update may make it schedulable (kube-scheduler checks whether
-            # the change is relevant; any spec/label change is a fair proxy).
+            # An update may make it schedulable. kube-scheduler asks each plugin's
+            # QueueingHint about the change (framework.PodSchedulingPropertiesChange:
+            # labels, requests, tolerations, gates); a change of spec or labels is our
+            # proxy. A status-only update (our own PodScheduled condition) leaves it be.
+            if not scheduling_properties_changed(old, pod):
+                return
             del self._unsched_since[pod.uid]
             if qp.backoff_expiry > self._clock():
                 self._push_backoff(qp)
             else:
                 self._push_active(qp)
+            self._enqueued(self._where[pod.uid], "PodUpdate")
             self._changed()
         elif where == ACTIVE:
             self._push_active(qp)  # priority may have changed; the old entry goes stale
+
+    def _enqueued(self, queue: str, event: str) -> None:
+        if self._on_enqueue is not None:
+            self._on_enqueue(queue, event)
 
     def _push_active(self, qp: QueuedPod) -> None:
         uid = qp.pod.uid

@@ -1,7 +1,10 @@
+import copy
 import threading
+from typing import Any
 
 import pytest
 
+from scheduler.core.podinfo import PodInfo
 from scheduler.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from tests.core.util import pinfo
 
@@ -168,3 +171,43 @@ def test_pop_blocks_until_a_pod_arrives_or_close(q: SchedulingQueue) -> None:
     q.close()
     t.join(5)
     assert not t.is_alive() and got[-1] is None
+
+
+def _with(p: PodInfo, **changes: Any) -> PodInfo:
+    """A copy of ``p`` (same uid) with metadata or status changed."""
+    raw = copy.deepcopy(p.pod)
+    for path, value in changes.items():
+        section, _, key = path.partition("__")
+        raw.setdefault(section, {})[key] = value
+    return PodInfo.from_pod(raw)
+
+
+def test_a_status_only_update_leaves_an_unschedulable_pod_where_it_is(q: SchedulingQueue) -> None:
+    p = pinfo("p")
+    q.add(p)
+    q.requeue(q.pop(0), frozenset({"NodeAffinity"}))
+    assert q.where(p.uid) == "unschedulable"
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    q.update(_with(p, status__conditions=[condition], metadata__resourceVersion="99"))
+    q.update(_with(p, metadata__annotations={"note": "x"}))
+    assert q.where(p.uid) == "unschedulable" and q.pop(timeout=0) is None
+    q.update(_with(p, metadata__labels={"app": "web"}))  # a label may change a verdict
+    assert q.where(p.uid) == "backoff"  # on its way back (its backoff has not expired yet)
+
+
+def test_every_pod_entering_a_queue_is_counted_by_event(clock: Clock) -> None:
+    seen: list[tuple[str, str]] = []
+    q = SchedulingQueue(clock=clock, on_enqueue=lambda queue, event: seen.append((queue, event)))
+    p = pinfo("p")
+    q.add(p)
+    q.requeue(q.pop(0), frozenset({"Dynamic"}))
+    q.move_all("NodeAdd", frozenset({"NodeAffinity"}))  # not its plugin: stays
+    q.move_all("DynamicLoadRefreshed", frozenset({"Dynamic"}))
+    clock.now += 60
+    q.flush()
+    assert seen == [
+        ("active", "PodAdd"),
+        ("unschedulable", "ScheduleAttemptFailure"),
+        ("backoff", "DynamicLoadRefreshed"),
+        ("active", "BackoffComplete"),
+    ]

@@ -219,7 +219,9 @@ FAILURES = [
     ),
     pytest.param(Scripted(200, b"", delay=30), "no answer within 0.3s", id="slow"),
     pytest.param(
-        Scripted(200, vector(({"instance": "n"}, "0.1")), drip=0.1), "no answer within 0.3s", id="dripping-body"
+        Scripted(200, vector(({"instance": "n"}, "0.1")), drip=0.1),
+        "no answer within 0.3s",
+        id="dripping-body",
     ),
     pytest.param(None, "cannot reach Prometheus", id="connection-refused"),
 ]
