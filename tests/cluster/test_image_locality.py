@@ -19,7 +19,14 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
-from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
+from tests.cluster.util import (
+    bound_node,
+    create_pod,
+    kept_to_nodes_config,
+    make_node,
+    scheduler_running,
+    wait_until,
+)
 
 pytestmark = pytest.mark.apiserver
 
@@ -43,26 +50,8 @@ def two_nodes(
     apiserver: ControlPlane, admin: ApiClient, tmp_path: Path
 ) -> Iterator[tuple[Any, str, str, str]]:
     label = f"i{uuid.uuid4().hex[:6]}"
-    nodes = [f"{label}-a", f"{label}-b"]
-    for n in nodes:
-        api_request(
-            admin,
-            "POST",
-            "/api/v1/nodes",
-            body={
-                "metadata": {"name": n, "labels": {"image-test": label}},
-                "status": {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}},
-            },
-        )
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": {"kubeconfig": str(apiserver.kubeconfig)},
-        "profiles": [
-            {"schedulerName": f"image-{label}", "pluginConfig": [only_nodes_labelled("image-test", label)]}
-        ],
-    }
+    nodes = [make_node(admin, f"{label}-{x}", {"image-test": label})["metadata"]["name"] for x in "ab"]
+    config = kept_to_nodes_config(apiserver, f"image-{label}", "image-test", label)
     try:
         with scheduler_running(config, tmp_path) as app:
             yield app, nodes[0], nodes[1], f"image-{label}"
@@ -71,36 +60,18 @@ def two_nodes(
             api_request(admin, "DELETE", f"/api/v1/nodes/{n}")
 
 
-def bound_node(admin: ApiClient, namespace: str, scheduler: str, name: str) -> str:
-    api_request(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/pods",
-        body={
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": scheduler,
-                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
-                "containers": [{"name": "c", "image": IMAGE}],
-            },
-        },
-    )
-
-    def node() -> str:
-        return api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")["spec"].get(
-            "nodeName", ""
-        )
-
-    return wait_until(node, 20, f"{name} bound")
+def placed(admin: ApiClient, namespace: str, scheduler: str, name: str) -> str:
+    create_pod(admin, namespace, name, scheduler, image=IMAGE)
+    return bound_node(admin, namespace, name)
 
 
 def test_pods_go_where_their_image_is_and_follow_it(admin: ApiClient, namespace: str, two_nodes) -> None:
     app, a, b, scheduler = two_nodes
     set_images(admin, a, [IMAGE, "registry.example/big-model@sha256:" + "0" * 64])
     wait_until(lambda: IMAGE in (app.cache.get(a).images if app.cache.get(a) else {}), 20, "a's images seen")
-    assert bound_node(admin, namespace, scheduler, "first") == a
+    assert placed(admin, namespace, scheduler, "first") == a
     # b is now the emptier node (NodeResourcesFit prefers it by 1 to 2 points); the image wins.
-    assert bound_node(admin, namespace, scheduler, "second") == a
+    assert placed(admin, namespace, scheduler, "second") == a
 
     set_images(admin, a, [])
     set_images(admin, b, [IMAGE])
@@ -109,4 +80,4 @@ def test_pods_go_where_their_image_is_and_follow_it(admin: ApiClient, namespace:
         20,
         "the image seen on b only",
     )
-    assert bound_node(admin, namespace, scheduler, "third") == b
+    assert placed(admin, namespace, scheduler, "third") == b

@@ -16,7 +16,7 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
-from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
+from tests.cluster.util import create_pod, kept_to_nodes_config, scheduler_running, wait_until
 
 pytestmark = pytest.mark.apiserver
 
@@ -37,29 +37,10 @@ def test_status_only_updates_do_not_requeue_and_a_label_does(
 ) -> None:
     label = f"r{uuid.uuid4().hex[:6]}"
     profile = f"requeue-{label}"
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": {"kubeconfig": str(apiserver.kubeconfig)},
-        "profiles": [
-            {"schedulerName": profile, "pluginConfig": [only_nodes_labelled("requeue-test", label)]}
-        ],
-    }
+    config = kept_to_nodes_config(apiserver, profile, "requeue-test", label)
     pod_path = f"/api/v1/namespaces/{namespace}/pods/p"
     with scheduler_running(config, tmp_path) as app:
-        created = api_request(
-            admin,
-            "POST",
-            f"/api/v1/namespaces/{namespace}/pods",
-            body={
-                "metadata": {"name": "p"},
-                "spec": {
-                    "schedulerName": profile,
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
-                },
-            },
-        )
+        created = create_pod(admin, namespace, "p", profile)
         uid = created["metadata"]["uid"]
 
         def parked_with_condition() -> bool:

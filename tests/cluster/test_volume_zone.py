@@ -17,7 +17,7 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
-from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
+from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
 
 pytestmark = pytest.mark.apiserver
 
@@ -30,24 +30,8 @@ def zoned(apiserver: ControlPlane, admin: ApiClient, tmp_path: Path) -> Iterator
     (the test label, the profile's name, the z1 node)."""
     label = f"z{uuid.uuid4().hex[:6]}"
     for zone in ("z1", "z2", "z3"):
-        api_request(
-            admin,
-            "POST",
-            "/api/v1/nodes",
-            body={
-                "metadata": {"name": f"{label}-{zone}", "labels": {"zone-test": label, ZONE: zone}},
-                "status": {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}},
-            },
-        )
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "clientConnection": {"kubeconfig": str(apiserver.kubeconfig)},
-        "profiles": [
-            {"schedulerName": f"zone-{label}", "pluginConfig": [only_nodes_labelled("zone-test", label)]}
-        ],
-    }
+        make_node(admin, f"{label}-{zone}", {"zone-test": label, ZONE: zone})
+    config = kept_to_nodes_config(apiserver, f"zone-{label}", "zone-test", label)
     try:
         with scheduler_running(config, tmp_path):
             yield label, f"zone-{label}", f"{label}-z1"
@@ -92,33 +76,10 @@ def bound_claim(admin: ApiClient, namespace: str, label: str, zones: str) -> str
     return claim
 
 
-def create_pod(admin: ApiClient, namespace: str, scheduler: str, name: str, claim: str) -> None:
-    api_request(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/pods",
-        body={
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": scheduler,
-                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
-                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-            },
-        },
-    )
-
-
 def test_a_zonal_volumes_pod_goes_to_its_zone(admin: ApiClient, namespace: str, zoned) -> None:
     label, scheduler, z1 = zoned
     claim = bound_claim(admin, namespace, label, "z1")
     for i in range(4):  # the three nodes are alike but for the zone: by chance, 1 in 81
-        create_pod(admin, namespace, scheduler, f"p{i}", claim)
-        node = wait_until(
-            lambda i=i: api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/p{i}")["spec"].get(
-                "nodeName"
-            ),
-            20,
-            f"p{i} bound",
-        )
-        assert node == z1
+        volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        create_pod(admin, namespace, f"p{i}", scheduler, volumes=volumes)
+        assert bound_node(admin, namespace, f"p{i}") == z1

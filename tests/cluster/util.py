@@ -102,3 +102,45 @@ def only_nodes_labelled(key: str, value: str) -> dict[str, Any]:
             "addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
         },
     }
+
+
+def kept_to_nodes_config(apiserver: Any, profile: str, key: str, value: str) -> dict[str, Any]:
+    """A v1 configuration of one default profile named ``profile``, kept to the nodes labelled
+    ``key=value``, no leader election, for ``scheduler_running``."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(apiserver.kubeconfig)},
+        "profiles": [{"schedulerName": profile, "pluginConfig": [only_nodes_labelled(key, value)]}],
+    }
+
+
+def create_pod(
+    admin: ApiClient,
+    namespace: str,
+    name: str,
+    scheduler: str,
+    *,
+    image: str = "registry.k8s.io/pause:3.10",
+    volumes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A pod for ``scheduler`` that tolerates nodes without a Ready condition (no kubelets here)."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+        "containers": [{"name": "c", "image": image}],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    return api_request(
+        admin, "POST", f"/api/v1/namespaces/{namespace}/pods", body={"metadata": {"name": name}, "spec": spec}
+    )
+
+
+def bound_node(admin: ApiClient, namespace: str, name: str, timeout: float = 20) -> str:
+    """The node the pod gets bound to, once it is."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return wait_until(
+        lambda: api_request(admin, "GET", path)["spec"].get("nodeName", ""), timeout, f"{name} bound"
+    )
