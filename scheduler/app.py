@@ -62,6 +62,7 @@ SHUTDOWN_GRACE = 10.0
 PLUGIN_RESOURCES = {
     "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "VolumeZone": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
+    "VolumeRestrictions": ("persistentvolumeclaims",),
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
 }

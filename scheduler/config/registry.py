@@ -21,13 +21,13 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "DefaultPreemption": frozenset({"post_filter"}),
     "ImageLocality": frozenset({"score"}),
     "VolumeZone": frozenset({"pre_filter", "filter"}),
+    "VolumeRestrictions": frozenset({"pre_filter", "filter"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
 
 NOT_IMPLEMENTED: frozenset[str] = frozenset(
     {
-        "VolumeRestrictions",
         "NodeVolumeLimits",
         "EBSLimits",
         "GCEPDLimits",

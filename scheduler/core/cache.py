@@ -37,6 +37,8 @@ class Cache:
         self._with_anti_affinity: list[NodeInfo] | None = None
         self._image_nodes: Counter[str] = Counter()
         """Image name -> how many nodes have it (ImageLocality's spread)."""
+        self._pvc_refs: Counter[str] = Counter()
+        """``namespace/claim`` -> how many pods in the cache (bound or assumed) use it."""
 
     # --- nodes -------------------------------------------------------------
 
@@ -147,6 +149,10 @@ class Cache:
                 ]
         return nodes
 
+    def is_pvc_used_by_pods(self, key: str) -> bool:
+        """Whether a pod in the cache uses the claim ``namespace/name`` (``IsPVCUsedByPods``)."""
+        return self._pvc_refs.get(key, 0) > 0
+
     def image_num_nodes(self, image: str) -> int:
         """How many nodes have ``image`` (by any of its names)."""
         return self._image_nodes.get(image, 0)
@@ -180,12 +186,17 @@ class Cache:
         ni.add_pod(pi)
         self._pods[pi.uid] = (pi, node_name)
         self._affinity_changed(pi)
+        if pi.spec.get("volumes"):
+            self._pvc_refs.update(pi.pvc_keys())
 
     def _remove(self, uid: str) -> PodInfo | None:
         entry = self._pods.pop(uid, None)
         if entry is None:
             return None
         pi, node_name = entry
+        if pi.spec.get("volumes"):
+            self._pvc_refs.subtract(pi.pvc_keys())
+            self._pvc_refs = +self._pvc_refs  # drop zero counts
         ni = self._nodes.get(node_name)
         if ni is not None:
             ni.remove_pod(uid)

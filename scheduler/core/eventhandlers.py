@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 # Plugins whose verdict an added or changed bound pod can change.
 POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
 # Plugins whose verdict a PVC, PV or StorageClass change can change.
-STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone"})
+STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions"})
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:

@@ -106,5 +106,14 @@ class PodInfo:
             has_required_anti_affinity=bool(paa.get("requiredDuringSchedulingIgnoredDuringExecution")),
         )
 
+    def pvc_keys(self) -> list[str]:
+        """``namespace/claim`` of each ``persistentVolumeClaim`` volume (``PodPVCKeys``)."""
+        out = []
+        for v in self.spec.get("volumes") or ():
+            claim = v.get("persistentVolumeClaim")
+            if claim is not None:
+                out.append(f"{self.namespace}/{claim.get('claimName') or ''}")
+        return out
+
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"

@@ -102,6 +102,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "DefaultPreemption": "scheduler.plugins.defaultpreemption:DefaultPreemption",
     "ImageLocality": "scheduler.plugins.imagelocality:ImageLocality",
     "VolumeZone": "scheduler.plugins.volumezone:VolumeZone",
+    "VolumeRestrictions": "scheduler.plugins.volumerestrictions:VolumeRestrictions",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

@@ -1,9 +1,7 @@
 """VolumeZone against the private API server: a pod whose claim is bound to a zonal PV goes to
 a node of that zone.
 
-The PV controller does not run beside the private API server, so the test binds
-the claim as it would: the PV's ``claimRef``, the claim's ``volumeName`` and
-its ``pv.kubernetes.io/bind-completed`` annotation.
+The claim is bound as the PV controller would bind it (``util.bound_claim``).
 """
 
 from __future__ import annotations
@@ -17,7 +15,14 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
-from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
+from tests.cluster.util import (
+    bound_claim,
+    bound_node,
+    create_pod,
+    kept_to_nodes_config,
+    make_node,
+    scheduler_running,
+)
 
 pytestmark = pytest.mark.apiserver
 
@@ -41,44 +46,9 @@ def zoned(apiserver: ControlPlane, admin: ApiClient, tmp_path: Path) -> Iterator
         api_request(admin, "DELETE", f"/api/v1/persistentvolumes/{label}-pv")
 
 
-def bound_claim(admin: ApiClient, namespace: str, label: str, zones: str) -> str:
-    """A claim bound to a 1Gi PV labelled with ``zones``; the claim's name."""
-    claim = f"{label}-data"
-    api_request(
-        admin,
-        "POST",
-        "/api/v1/persistentvolumes",
-        body={
-            "metadata": {"name": f"{label}-pv", "labels": {ZONE: zones}},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "hostPath": {"path": "/tmp/data"},
-                "storageClassName": "",
-                "claimRef": {"namespace": namespace, "name": claim},
-            },
-        },
-    )
-    api_request(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
-        body={
-            "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "1Gi"}},
-                "storageClassName": "",
-                "volumeName": f"{label}-pv",
-            },
-        },
-    )
-    return claim
-
-
 def test_a_zonal_volumes_pod_goes_to_its_zone(admin: ApiClient, namespace: str, zoned) -> None:
     label, scheduler, z1 = zoned
-    claim = bound_claim(admin, namespace, label, "z1")
+    claim = bound_claim(admin, namespace, f"{label}-pv", f"{label}-data", pv_labels={ZONE: "z1"})
     for i in range(4):  # the three nodes are alike but for the zone: by chance, 1 in 81
         volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
         create_pod(admin, namespace, f"p{i}", scheduler, volumes=volumes)

@@ -144,3 +144,47 @@ def bound_node(admin: ApiClient, namespace: str, name: str, timeout: float = 20)
     return wait_until(
         lambda: api_request(admin, "GET", path)["spec"].get("nodeName", ""), timeout, f"{name} bound"
     )
+
+
+def bound_claim(
+    admin: ApiClient,
+    namespace: str,
+    pv: str,
+    claim: str,
+    *,
+    pv_labels: dict[str, str] | None = None,
+    access_modes: tuple[str, ...] = ("ReadWriteOnce",),
+) -> str:
+    """A claim bound to a 1Gi hostPath PV as the PV controller would bind it (it does not run
+    beside the private API server): the PV's ``claimRef``, the claim's ``volumeName`` and
+    ``pv.kubernetes.io/bind-completed``. Returns the claim's name; the PV is the caller's to delete."""
+    api_request(
+        admin,
+        "POST",
+        "/api/v1/persistentvolumes",
+        body={
+            "metadata": {"name": pv, "labels": pv_labels or {}},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": list(access_modes),
+                "hostPath": {"path": "/tmp/data"},
+                "storageClassName": "",
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        },
+    )
+    api_request(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+        body={
+            "metadata": {"name": claim, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": list(access_modes),
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",
+                "volumeName": pv,
+            },
+        },
+    )
+    return claim

@@ -259,6 +259,9 @@ class FakeSnapshot:
     def image_num_nodes(self, image: str) -> int:
         return sum(image in n.images for n in self._nodes.values())
 
+    def is_pvc_used_by_pods(self, key: str) -> bool:
+        return any(key in p.pvc_keys() for n in self._nodes.values() for p in n.pods.values())
+
 
 class FakeStore:
     """An informer store over a list of objects, keyed ``namespace/name`` or ``name``."""

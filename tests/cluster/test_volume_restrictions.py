@@ -1,0 +1,63 @@
+"""VolumeRestrictions against the private API server: a ReadWriteOncePod claim in use keeps a
+second pod off every node until the first is gone."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes.client import ApiClient
+
+from scheduler.cluster.client import api_request
+from scheduler.plugins.volumerestrictions import ERR_REASON_RWOP_CONFLICT
+from tests.apiserver import ControlPlane
+from tests.cluster.util import (
+    bound_claim,
+    bound_node,
+    create_pod,
+    kept_to_nodes_config,
+    make_node,
+    scheduler_running,
+    wait_until,
+)
+
+pytestmark = pytest.mark.apiserver
+
+
+def failed_note(admin: ApiClient, namespace: str, pod: str) -> str:
+    items = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    return next(
+        (e["note"] for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod), ""
+    )
+
+
+def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    label = f"w{uuid.uuid4().hex[:6]}"
+    nodes = [make_node(admin, f"{label}-{x}", {"rwop-test": label})["metadata"]["name"] for x in "ab"]
+    profile = f"rwop-{label}"
+    claim = bound_claim(admin, namespace, f"{label}-pv", "solo", access_modes=("ReadWriteOncePod",))
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    try:
+        with scheduler_running(kept_to_nodes_config(apiserver, profile, "rwop-test", label), tmp_path):
+            create_pod(admin, namespace, "first", profile, volumes=volumes)
+            assert bound_node(admin, namespace, "first") in nodes
+            create_pod(admin, namespace, "second", profile, volumes=volumes)
+            note = wait_until(lambda: failed_note(admin, namespace, "second"), 20, "second refused")
+            assert (
+                note
+                == f"0/2 nodes are available: 2 {ERR_REASON_RWOP_CONFLICT}. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+            )
+            api_request(
+                admin,
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods/first",
+                query=[("gracePeriodSeconds", "0")],
+            )
+            assert bound_node(admin, namespace, "second") in nodes  # the delete brings it back
+    finally:
+        for n in nodes:
+            api_request(admin, "DELETE", f"/api/v1/nodes/{n}")
+        api_request(admin, "DELETE", f"/api/v1/persistentvolumes/{label}-pv")
