@@ -63,6 +63,14 @@ PLUGIN_RESOURCES = {
     "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "VolumeZone": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "VolumeRestrictions": ("persistentvolumeclaims",),
+    "NodeVolumeLimits": (
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "storageclasses",
+        "csinodes",
+        "csidrivers",
+        "volumeattachments",
+    ),
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
 }

@@ -87,6 +87,8 @@ PERSISTENT_VOLUME_CLAIMS = Resource("persistentvolumeclaims", "/api/v1/persisten
 PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", False)
 STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
 CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
+CSI_DRIVERS = Resource("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", False)
+VOLUME_ATTACHMENTS = Resource("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", False)
 POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", True)
 
 RESOURCES = {
@@ -99,6 +101,8 @@ RESOURCES = {
         PERSISTENT_VOLUMES,
         STORAGE_CLASSES,
         CSI_NODES,
+        CSI_DRIVERS,
+        VOLUME_ATTACHMENTS,
         POD_DISRUPTION_BUDGETS,
     )
 }

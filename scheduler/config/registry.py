@@ -22,13 +22,13 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "ImageLocality": frozenset({"score"}),
     "VolumeZone": frozenset({"pre_filter", "filter"}),
     "VolumeRestrictions": frozenset({"pre_filter", "filter"}),
+    "NodeVolumeLimits": frozenset({"pre_filter", "filter"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
 
 NOT_IMPLEMENTED: frozenset[str] = frozenset(
     {
-        "NodeVolumeLimits",
         "EBSLimits",
         "GCEPDLimits",
         "AzureDiskLimits",

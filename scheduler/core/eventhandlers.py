@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 
 # Plugins whose verdict an added or changed bound pod can change.
 POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
-# Plugins whose verdict a PVC, PV or StorageClass change can change.
-STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions"})
+# Plugins whose verdict a PVC, PV, StorageClass, CSINode, CSIDriver or VolumeAttachment change can change.
+STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"})
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:

@@ -173,7 +173,8 @@ class Handle(Protocol):
 
     def store(self, resource: str) -> Store:
         """The store of ``pods``, ``persistentvolumeclaims``, ``persistentvolumes``,
-        ``storageclasses``, ``csinodes``, ``namespaces`` or ``poddisruptionbudgets``."""
+        ``storageclasses``, ``csinodes``, ``csidrivers``, ``volumeattachments``, ``namespaces`` or
+        ``poddisruptionbudgets``."""
         ...
 
     @property

@@ -103,6 +103,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "ImageLocality": "scheduler.plugins.imagelocality:ImageLocality",
     "VolumeZone": "scheduler.plugins.volumezone:VolumeZone",
     "VolumeRestrictions": "scheduler.plugins.volumerestrictions:VolumeRestrictions",
+    "NodeVolumeLimits": "scheduler.plugins.nodevolumelimits:NodeVolumeLimits",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

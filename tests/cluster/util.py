@@ -154,8 +154,9 @@ def bound_claim(
     *,
     pv_labels: dict[str, str] | None = None,
     access_modes: tuple[str, ...] = ("ReadWriteOnce",),
+    source: dict[str, Any] | None = None,
 ) -> str:
-    """A claim bound to a 1Gi hostPath PV as the PV controller would bind it (it does not run
+    """A claim bound to a 1Gi PV (hostPath, or ``source``) as the PV controller would bind it (it does not run
     beside the private API server): the PV's ``claimRef``, the claim's ``volumeName`` and
     ``pv.kubernetes.io/bind-completed``. Returns the claim's name; the PV is the caller's to delete."""
     api_request(
@@ -167,7 +168,7 @@ def bound_claim(
             "spec": {
                 "capacity": {"storage": "1Gi"},
                 "accessModes": list(access_modes),
-                "hostPath": {"path": "/tmp/data"},
+                **(source or {"hostPath": {"path": "/tmp/data"}}),
                 "storageClassName": "",
                 "claimRef": {"namespace": namespace, "name": claim},
             },

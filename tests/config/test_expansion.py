@@ -207,7 +207,7 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
                 enabled: [{name: AzureDiskLimits, weight: 1}]
                 disabled: [{name: AzureDiskLimits}]
               filter:
-                disabled: [{name: GCEPDLimits}, {name: NodeVolumeLimits}]
+                disabled: [{name: GCEPDLimits}, {name: EBSLimits}]
               multiPoint:
                 enabled: [{name: DynamicResources}]
         """).profiles
@@ -218,7 +218,7 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
         for r in caplog.records
         if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
     ]  # type: ignore[attr-defined]
-    assert sorted(warned) == ["AzureDiskLimits", "DynamicResources", "GCEPDLimits", "NodeVolumeLimits"]
+    assert sorted(warned) == ["AzureDiskLimits", "DynamicResources", "EBSLimits", "GCEPDLimits"]
 
 
 def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture) -> None:

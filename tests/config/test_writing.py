@@ -28,7 +28,7 @@ CONFIGS = {
                 disabled: [{name: "*"}]
                 enabled: [{name: NodeResourcesFit, weight: 4}]
               filter:
-                disabled: [{name: NodePorts}, {name: NodeVolumeLimits}]
+                disabled: [{name: NodePorts}, {name: EBSLimits}]
             pluginConfig:
               - DYNAMIC
               - name: NodeResourcesFit
@@ -89,7 +89,7 @@ def test_output_is_v1_with_go_durations_and_every_default() -> None:
         "5s",
         "5m0s",
     )
-    assert "NodeVolumeLimits" not in str(a["plugins"])  # not implemented: not part of the effective config
+    assert "EBSLimits" not in str(a["plugins"])  # not implemented: not part of the effective config
     assert "percentageOfNodesToScore" not in b
 
 

@@ -53,7 +53,11 @@ CLUSTER_WIDE: set[Rule] = {
         for v in ("list", "watch")
         for r in ("namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes")
     },
-    *{(v, "storage.k8s.io", r, "") for v in ("list", "watch") for r in ("csinodes", "storageclasses")},
+    *{
+        (v, "storage.k8s.io", r, "")
+        for v in ("list", "watch")
+        for r in ("csidrivers", "csinodes", "storageclasses", "volumeattachments")
+    },
     *{(v, "policy", "poddisruptionbudgets", "") for v in ("list", "watch")},
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
