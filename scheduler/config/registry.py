@@ -23,6 +23,7 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "VolumeZone": frozenset({"pre_filter", "filter"}),
     "VolumeRestrictions": frozenset({"pre_filter", "filter"}),
     "NodeVolumeLimits": frozenset({"pre_filter", "filter"}),
+    "NodeDeclaredFeatures": frozenset({"pre_filter", "filter"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
@@ -40,8 +41,8 @@ NOT_IMPLEMENTED: frozenset[str] = frozenset(
 _KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
@@ -52,12 +53,17 @@ _KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 )
-"""kube-scheduler's MultiPoint defaults, in order (``apis/config/v1/default_plugins.go``)."""
+"""kube-scheduler v1.37's MultiPoint defaults, in order (``apis/config/v1/default_plugins.go``
+with its feature gates at their defaults: DynamicResourceAllocation adds DynamicResources
+before DefaultPreemption, NodeDeclaredFeatures appends its plugin; GenericWorkload,
+TopologyAwareWorkloadScheduling and InPlacePodVerticalScalingSchedulerPreemption are off)."""
 
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = tuple(
     PluginRef(name, weight) for name, weight in _KUBE_DEFAULTS if name not in NOT_IMPLEMENTED

@@ -104,6 +104,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "VolumeZone": "scheduler.plugins.volumezone:VolumeZone",
     "VolumeRestrictions": "scheduler.plugins.volumerestrictions:VolumeRestrictions",
     "NodeVolumeLimits": "scheduler.plugins.nodevolumelimits:NodeVolumeLimits",
+    "NodeDeclaredFeatures": "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

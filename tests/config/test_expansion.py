@@ -12,8 +12,9 @@ from scheduler.config.registry import NOT_IMPLEMENTED
 from scheduler.config.types import PluginRef, PluginSet
 from tests.config.util import DYNAMIC_CONFIG, error, load
 
-# kube-scheduler's documented default plugins per extension point (v1, "Scheduling plugins" in
-# kubernetes.io/docs/reference/scheduling/config), with the score weights.
+# kube-scheduler v1.37's default plugins per extension point (its MultiPoint list expanded, as
+# "Scheduling plugins" in kubernetes.io/docs/reference/scheduling/config lists them), with the
+# score weights; tests/config/test_kube_defaults.py compares the list with the binary's own.
 KUBE_DEFAULTS = {
     "pre_enqueue": ["SchedulingGates"],
     "queue_sort": ["PrioritySort"],
@@ -27,10 +28,11 @@ KUBE_DEFAULTS = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "NodeDeclaredFeatures",
     ],
     "filter": [
-        "NodeUnschedulable",
         "NodeName",
+        "NodeUnschedulable",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
@@ -41,6 +43,7 @@ KUBE_DEFAULTS = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "NodeDeclaredFeatures",
     ],
     "post_filter": ["DefaultPreemption"],
     "pre_score": [

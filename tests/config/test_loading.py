@@ -95,7 +95,23 @@ def test_each_api_version_keeps_its_default_plugins() -> None:
         "TaintToleration": 1,
         "Dynamic": 3,
     }
-    assert v1beta2.plugins.filter == v1.plugins.filter
+    # v1beta2 (last served by 1.25) had its own filter list: the old order, no NodeDeclaredFeatures
+    assert v1beta2.plugins.filter == (
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    )
+    assert v1.plugins.filter[:2] == ("NodeName", "NodeUnschedulable")
+    assert v1.plugins.filter[-1] == "NodeDeclaredFeatures"
     assert v1beta2.plugins.post_filter == ("DefaultPreemption",)
     assert "SchedulingGates" not in v1beta2.plugins.pre_enqueue  # v1beta2 had no PreEnqueue
 

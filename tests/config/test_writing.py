@@ -98,7 +98,10 @@ def test_defaults_document_lists_the_default_plugins_and_args() -> None:
     (profile,) = doc["profiles"]
     assert profile["schedulerName"] == "default-scheduler"
     names = [p["name"] for p in profile["plugins"]["multiPoint"]["enabled"]]
-    assert names[:2] == ["SchedulingGates", "PrioritySort"] and names[-1] == "DefaultBinder"
+    assert names[:2] == ["SchedulingGates", "PrioritySort"] and names[-2:] == [
+        "DefaultBinder",
+        "NodeDeclaredFeatures",
+    ]
     assert {e["name"] for e in profile["pluginConfig"]} == set(default_config().profiles[0].args)
 
 
