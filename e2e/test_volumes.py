@@ -15,6 +15,7 @@ kind's PV controller completes the binding, no provisioner involved.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -99,15 +100,24 @@ def limited_worker(api: client.ApiClient, core: client.CoreV1Api) -> Iterator[st
     """Worker A, whose CSINode lists DRIVER with an attach limit of 1; taken out after."""
     storage = client.StorageV1Api(api)
     node = b.cluster_nodes(core).workers[0]
-    drivers = api.sanitize_for_serialization(storage.read_csi_node(node).spec.drivers or [])
-    limited = {"name": DRIVER, "nodeID": node, "allocatable": {"count": 1}}
-    storage.patch_csi_node(node, {"spec": {"drivers": [*drivers, limited]}})
+    # Raw JSON: the client's model refuses a CSINode without drivers (kind's have none).
+    drivers = (
+        json.loads(storage.read_csi_node(node, _preload_content=False).data)["spec"].get("drivers") or []
+    )
+
+    def set_drivers(ds: list[dict[str, Any]]) -> None:  # a merge patch replaces the list whole
+        storage.patch_csi_node(
+            node,
+            {"spec": {"drivers": ds}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+        )
+
+    set_drivers([*drivers, {"name": DRIVER, "nodeID": node, "allocatable": {"count": 1}}])
     try:
         yield node
     finally:
-        current = storage.read_csi_node(node)
-        current.spec.drivers = [d for d in current.spec.drivers or [] if d.name != DRIVER]
-        storage.replace_csi_node(node, current)
+        set_drivers(drivers)
 
 
 def test_a_node_at_its_attach_limit_takes_no_further_volume(

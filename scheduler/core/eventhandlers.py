@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 
 # Plugins whose verdict an added or changed bound pod can change.
 POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
+# Plugins whose verdict a node's annotations can change (Dynamic reads crane's load annotations).
+ANNOTATION_PLUGINS = frozenset({"Dynamic"})
 # Plugins whose verdict a PVC, PV, StorageClass, CSINode, CSIDriver or VolumeAttachment change can change.
 STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"})
 
@@ -110,6 +112,9 @@ class EventHandlers:
         self.cache.update_node(new)
         if _node_fingerprint(old) != _node_fingerprint(new):
             self.queue.move_all("NodeUpdate")
+        elif old["metadata"].get("annotations") != new["metadata"].get("annotations"):
+            # crane-scheduler-controller's load annotations (kube's UpdateNodeAnnotation event)
+            self.queue.move_all("NodeAnnotationUpdate", ANNOTATION_PLUGINS)
 
     def on_node_delete(self, node: dict[str, Any]) -> None:
         self.cache.remove_node(node)
