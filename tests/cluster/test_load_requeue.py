@@ -1,0 +1,77 @@
+"""A pod that Dynamic refused is tried again on the next load refresh, against the private API
+server: no cluster event happens, and the queue's 5-minute flush is far away.
+
+The load comes from a local server speaking Prometheus's query API
+(tests/plugins/dynamic/promapi.py), queried every second.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes.client import ApiClient
+
+from scheduler.cluster.client import api_request
+from tests.apiserver import ControlPlane
+from tests.cluster.util import (
+    bound_node,
+    create_pod,
+    kept_to_nodes_config,
+    make_node,
+    scheduler_running,
+    wait_until,
+)
+from tests.plugins.dynamic.promapi import FakePrometheus
+
+pytestmark = pytest.mark.apiserver
+
+POLICY = """\
+apiVersion: scheduler.policy.crane.io/v1alpha1
+kind: DynamicSchedulerPolicy
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 1s}]
+  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
+  priority: [{name: cpu_usage_avg_5m, weight: 1}]
+"""
+
+
+@pytest.fixture
+def prom() -> Iterator[FakePrometheus]:
+    server = FakePrometheus()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_load_refresh_brings_a_refused_pod_back(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+) -> None:
+    label = f"q{uuid.uuid4().hex[:6]}"
+    node = make_node(admin, f"{label}-n", {"load-test": label})["metadata"]["name"]
+    prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.9"))
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    profile = f"load-{label}"
+    config = kept_to_nodes_config(apiserver, profile, "load-test", label)
+    config["profiles"][0]["plugins"] = {
+        "filter": {"enabled": [{"name": "Dynamic"}]},
+        "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
+    }
+    config["profiles"][0]["pluginConfig"].append(
+        {
+            "name": "Dynamic",
+            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml")},
+        }
+    )
+    try:
+        with scheduler_running(config, tmp_path) as app:
+            create_pod(admin, namespace, "p", profile)
+            uid = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/p")["metadata"]["uid"]
+            wait_until(lambda: app.queue.where(uid) == "unschedulable", 20, "p refused for the load")
+            prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.3"))
+            assert bound_node(admin, namespace, "p", timeout=20) == node
+    finally:
+        api_request(admin, "DELETE", f"/api/v1/nodes/{node}")
