@@ -16,6 +16,7 @@ from tests.cluster.util import (
     bound_claim,
     bound_node,
     create_pod,
+    failed_note,
     kept_to_nodes_config,
     make_node,
     scheduler_running,
@@ -38,13 +39,6 @@ def csinode(admin: ApiClient, node: str, count: int, *, create: bool = False) ->
         current = api_request(admin, "GET", f"/apis/storage.k8s.io/v1/csinodes/{node}")
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         api_request(admin, "PUT", f"/apis/storage.k8s.io/v1/csinodes/{node}", body=body)
-
-
-def failed_note(admin: ApiClient, namespace: str, pod: str) -> str:
-    items = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    return next(
-        (e["note"] for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod), ""
-    )
 
 
 def test_a_node_at_its_attach_limit(

@@ -16,6 +16,7 @@ from tests.cluster.util import (
     bound_claim,
     bound_node,
     create_pod,
+    failed_note,
     kept_to_nodes_config,
     make_node,
     scheduler_running,
@@ -23,13 +24,6 @@ from tests.cluster.util import (
 )
 
 pytestmark = pytest.mark.apiserver
-
-
-def failed_note(admin: ApiClient, namespace: str, pod: str) -> str:
-    items = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
-    return next(
-        (e["note"] for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod), ""
-    )
 
 
 def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(

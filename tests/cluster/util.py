@@ -189,3 +189,11 @@ def bound_claim(
         },
     )
     return claim
+
+
+def failed_note(admin: ApiClient, namespace: str, pod: str) -> str:
+    """The note of the pod's FailedScheduling event, "" while it has none."""
+    items = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    return next(
+        (e["note"] for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod), ""
+    )
