@@ -41,7 +41,12 @@ CLUSTER_WIDE = {
     ),
     *(
         (r, "", v)
-        for r in ("csinodes.storage.k8s.io", "storageclasses.storage.k8s.io")
+        for r in (
+            "csidrivers.storage.k8s.io",
+            "csinodes.storage.k8s.io",
+            "storageclasses.storage.k8s.io",
+            "volumeattachments.storage.k8s.io",
+        )
         for v in ("list", "watch")
     ),
     *(("poddisruptionbudgets.policy", "", v) for v in ("list", "watch")),
