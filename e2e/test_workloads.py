@@ -203,11 +203,36 @@ def tainted_worker(core: client.CoreV1Api, namespace: str) -> Any:
         set_taints(lambda ts: ts)
 
 
+def wait_taint_seen(core: client.CoreV1Api, ns: str, image: str, node: str, timeout: float = 60) -> None:
+    """Until our scheduler refuses a probe pod kept to ``node``: it has seen the new taint (the
+    Node update and pod creations reach it on separate watches). A probe bound before that is
+    deleted, and another one tried."""
+    deadline = time.monotonic() + timeout
+    n = 0
+    while True:
+        n += 1
+        name = f"taint-probe-{n}"
+        core.create_namespaced_pod(ns, b.pod_body(name, image, node_selector={b.HOSTNAME_LABEL: node}))
+
+        def outcome(name: str = name) -> str | None:
+            pod = json.loads(core.read_namespaced_pod(name, ns, _preload_content=False).data)
+            if b.is_bound(pod):
+                return "bound"
+            return "refused" if (b.condition(pod, "PodScheduled") or {}).get("status") == "False" else None
+
+        got = poll(f"{name} bound or refused", outcome, max(1.0, deadline - time.monotonic()), interval=0.2)
+        core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+        if got == "refused":
+            return
+        assert time.monotonic() < deadline, f"{node}'s taint not seen by our scheduler within {timeout:.0f}s"
+
+
 def test_taints_are_respected(
     core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str], tainted_worker: Any
 ) -> None:
     tainted, taint = tainted_worker
     other = next(w for w in b.cluster_nodes(core).workers if w != tainted)
+    wait_taint_seen(core, namespace, test_image, tainted)
     for i in range(4):
         core.create_namespaced_pod(namespace, b.pod_body(f"free-{i}", test_image))
     placed = {
