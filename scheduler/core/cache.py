@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from scheduler.core.nodeinfo import NodeInfo
@@ -23,6 +24,17 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
+
+
+def _adjust(counts: Counter[str], keys: Iterable[str], delta: int) -> None:
+    """Add ``delta`` to each key's count (a key listed twice, twice), dropping counts that reach
+    0: the Counter keeps only what is in use, without a pass over all of it."""
+    for key in keys:
+        n = counts[key] + delta
+        if n > 0:
+            counts[key] = n
+        else:
+            counts.pop(key, None)
 
 
 class Cache:
@@ -158,15 +170,7 @@ class Cache:
         return self._image_nodes.get(image, 0)
 
     def _count_images(self, ni: NodeInfo, delta: int) -> None:
-        if not ni.images:
-            return
-        counts = self._image_nodes
-        for name in ni.images:
-            n = counts[name] + delta
-            if n > 0:
-                counts[name] = n
-            else:
-                del counts[name]
+        _adjust(self._image_nodes, ni.images, delta)
 
     def _nodes_changed(self) -> None:
         self._node_list = self._with_affinity = self._with_anti_affinity = None
@@ -187,7 +191,7 @@ class Cache:
         self._pods[pi.uid] = (pi, node_name)
         self._affinity_changed(pi)
         if pi.spec.get("volumes"):
-            self._pvc_refs.update(pi.pvc_keys())
+            _adjust(self._pvc_refs, pi.pvc_keys(), 1)
 
     def _remove(self, uid: str) -> PodInfo | None:
         entry = self._pods.pop(uid, None)
@@ -195,8 +199,7 @@ class Cache:
             return None
         pi, node_name = entry
         if pi.spec.get("volumes"):
-            self._pvc_refs.subtract(pi.pvc_keys())
-            self._pvc_refs = +self._pvc_refs  # drop zero counts
+            _adjust(self._pvc_refs, pi.pvc_keys(), -1)
         ni = self._nodes.get(node_name)
         if ni is not None:
             ni.remove_pod(uid)

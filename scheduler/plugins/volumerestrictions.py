@@ -42,20 +42,15 @@ IN_TREE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 @dataclass(slots=True)
 class _State:
     rwop_claims: frozenset[str]
-    """The pod's ReadWriteOncePod claims (names in its namespace)."""
+    """The pod's ReadWriteOncePod claims, as ``namespace/name`` (``PodInfo.pvc_keys``)."""
     conflicts: int
     """How many of them pods already scheduled use."""
 
     def clone(self) -> _State:
         return _State(self.rwop_claims, self.conflicts)
 
-    def update_with(self, other: PodInfo, pod_namespace: str, sign: int) -> None:
-        if other.namespace != pod_namespace:
-            return
-        for v in other.spec.get("volumes") or ():
-            claim = v.get("persistentVolumeClaim")
-            if claim is not None and claim.get("claimName") in self.rwop_claims:
-                self.conflicts += sign
+    def update_with(self, other: PodInfo, sign: int) -> None:
+        self.conflicts += sign * sum(key in self.rwop_claims for key in other.pvc_keys())
 
 
 def _ro(v: dict[str, Any]) -> bool:
@@ -95,25 +90,21 @@ class VolumeRestrictions:
         self.handle = handle
 
     def _rwop_claims(self, pod: PodInfo) -> frozenset[str] | Status:
-        names = set()
+        keys = set()
         store = self.handle.store("persistentvolumeclaims")
-        for v in pod.spec.get("volumes") or ():
-            claim = v.get("persistentVolumeClaim")
-            if claim is None:
-                continue
-            name = claim.get("claimName") or ""
-            pvc = store.get(f"{pod.namespace}/{name}")
+        for key in pod.pvc_keys():
+            pvc = store.get(key)
             if pvc is None:
-                return unresolvable(f'persistentvolumeclaim "{name}" not found')
+                return unresolvable(f'persistentvolumeclaim "{key.split("/", 1)[1]}" not found')
             if READ_WRITE_ONCE_POD in ((pvc.get("spec") or {}).get("accessModes") or ()):
-                names.add(name)
-        return frozenset(names)
+                keys.add(key)
+        return frozenset(keys)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
         claims = self._rwop_claims(pod)
         if isinstance(claims, Status):
             return claims
-        used = sum(snapshot.is_pvc_used_by_pods(f"{pod.namespace}/{c}") for c in claims)
+        used = sum(snapshot.is_pvc_used_by_pods(key) for key in claims)
         if not used and not _in_tree(pod):
             return SKIP
         state[_STATE_KEY] = _State(claims, used)
@@ -136,11 +127,11 @@ class VolumeRestrictions:
     def add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
         s: _State | None = state.get(_STATE_KEY)
         if s is not None:
-            s.update_with(other, pod.namespace, 1)
+            s.update_with(other, 1)
         return None
 
     def remove_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
         s: _State | None = state.get(_STATE_KEY)
         if s is not None:
-            s.update_with(other, pod.namespace, -1)
+            s.update_with(other, -1)
         return None
