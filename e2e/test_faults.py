@@ -38,7 +38,7 @@ from kubernetes import client
 
 from e2e.faults import lease_or_none, run_fault
 from e2e.kube import docker_exec, poll
-from e2e.replacing import LEASE, LEASE_NS, holder, kube_scheduler_pods, our_pods, read_lease
+from e2e.replacing import LEASE, LEASE_NS, holder, holder_host, kube_scheduler_pods, our_pods, read_lease
 from e2e.webhook import kind_binding_webhook
 from tests.webhook import BindingSeen, Refusal
 
@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(9
 
 
 def leader_pod(api: client.ApiClient, core: client.CoreV1Api) -> client.V1Pod:
-    name = holder(read_lease(api)).rsplit("_", 1)[0]
+    name = holder_host(holder(read_lease(api)))
     return next(p for p in our_pods(core) if p.metadata.name == name)
 
 

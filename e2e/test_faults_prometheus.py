@@ -42,7 +42,7 @@ from e2e import binding as b
 from e2e.deploying import SHORT_PROMETHEUS_WINDOWS, deploy, restore
 from e2e.faults import run_fault
 from e2e.kube import is_ready, poll, wait_pod
-from e2e.replacing import holder, pod_log, read_lease, wait_leading, wait_ours_hold
+from e2e.replacing import holder, holder_host, pod_log, read_lease, wait_leading, wait_ours_hold
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(900)]
 
@@ -136,7 +136,7 @@ def fakes(
 
 
 def leader(api: client.ApiClient) -> str:
-    return holder(read_lease(api)).rsplit("_", 1)[0]
+    return holder_host(holder(read_lease(api)))
 
 
 def gauge(text: str, name: str) -> float | None:
