@@ -29,21 +29,17 @@ from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
 from scheduler.cluster.preemption import PreemptionExecutor
 from scheduler.cluster.retry import CancelledError
-from scheduler.config.effective import Profile as ProfileConfig
-from scheduler.config.effective import SchedulerConfig
 from scheduler.config.options import Options
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
 from scheduler.core.framework import Store
 from scheduler.core.loop import BindOutcome, Scheduler
-from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
-from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
 from scheduler.logs import kv
 from scheduler.metrics import Metrics
-from scheduler.plugins.registry import build_plugin
+from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
 
 logger = logging.getLogger(__name__)
@@ -58,102 +54,8 @@ EVENT_WRITERS = 32
 """Threads writing events (scheduler.cluster.events); they share the client's connection pool."""
 SHUTDOWN_GRACE = 10.0
 
-# What each plugin reads besides pods and nodes.
-PLUGIN_RESOURCES = {
-    "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
-    "VolumeZone": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
-    "VolumeRestrictions": ("persistentvolumeclaims",),
-    "NodeVolumeLimits": (
-        "persistentvolumeclaims",
-        "persistentvolumes",
-        "storageclasses",
-        "csinodes",
-        "csidrivers",
-        "volumeattachments",
-    ),
-    "InterPodAffinity": ("namespaces",),
-    "DefaultPreemption": ("poddisruptionbudgets",),
-}
-# Plugins that take part only through the queue or the binder (built-in here).
-NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})
-DYNAMIC = "Dynamic"
 PREEMPTION_WORKERS = 4
 """Preemptions carried out at once (each evicts its victims one after the other)."""
-
-
-class Handle:
-    """framework.Handle: what plugins may read."""
-
-    def __init__(
-        self,
-        cache: Cache,
-        stores: dict[str, Store],
-        api_client: ApiClient,
-        scheduler_name: str,
-        metrics_registry: Any,
-        queue: SchedulingQueue | None = None,
-    ) -> None:
-        self.snapshot = cache
-        self._queue = queue
-        self._stores = stores
-        self.api_client = api_client
-        self.scheduler_name = scheduler_name
-        self.metrics_registry = metrics_registry
-        self.framework: Profile | None = None
-        """The profile, once built (PostFilter runs its filters)."""
-
-    def move_pods(self, event: str, plugins: frozenset[str]) -> None:
-        """Another try for the pods these plugins rejected: what they read changed (``event``)."""
-        if self._queue is not None:
-            self._queue.move_all(event, plugins)
-
-    def store(self, resource: str) -> Store:
-        try:
-            return self._stores[resource]
-        except KeyError:
-            raise KeyError(f"no informer for {resource}; add it to scheduler.app.PLUGIN_RESOURCES") from None
-
-
-def bind_counting(points: Any) -> tuple[list[str], list[str]]:
-    """Reserve and PostBind plugins, with Dynamic added where the configuration enables it
-    elsewhere only: its hot value counts this scheduler's binds there, and crane-scheduler's
-    configurations (filter and score only) leave it out, crane counting Scheduled events."""
-    reserves, post_binds = list(points.reserve), list(points.post_bind)
-    if DYNAMIC in points.names() and (DYNAMIC not in reserves or DYNAMIC not in post_binds):
-        logger.info(
-            "Dynamic counts this scheduler's binds for its hot value (at reserve and postBind)",
-            extra=kv(plugin=DYNAMIC),
-        )
-        reserves += [DYNAMIC] if DYNAMIC not in reserves else []
-        post_binds += [DYNAMIC] if DYNAMIC not in post_binds else []
-    return reserves, post_binds
-
-
-def build_profile(
-    cfg: SchedulerConfig, prof: ProfileConfig, handle: Handle, metrics: Metrics, nominator: Nominator
-) -> Profile:
-    points = prof.plugins
-    plugins = [
-        build_plugin(name, prof.args_for(name), handle) for name in points.names() if name not in NOT_BUILT
-    ]
-    reserves, post_binds = bind_counting(points)
-    profile = Profile(
-        prof.scheduler_name,
-        plugins,
-        pre_filters=list(points.pre_filter),
-        filters=list(points.filter),
-        post_filters=list(points.post_filter),
-        pre_scores=list(points.pre_score),
-        scores=list(prof.scores()),
-        reserves=reserves,
-        pre_binds=list(points.pre_bind),
-        post_binds=post_binds,
-        percentage_of_nodes_to_score=cfg.percentage_for(prof),
-        observe=metrics.extension_point_observer(prof.scheduler_name),
-        nominator=nominator,
-    )
-    handle.framework = profile
-    return profile
 
 
 class KubeIO:
@@ -270,11 +172,7 @@ class App:
         )
         handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
 
-        needed = {"pods", "nodes"}
-        for prof in self.cfg.profiles:
-            for name in prof.plugins.names():
-                needed.update(PLUGIN_RESOURCES.get(name, ()))
-        for plural in sorted(needed):
+        for plural in sorted(resources_needed(self.cfg)):
             informer = inf.Informer(self.api, inf.RESOURCES[plural])
             if plural == "pods":
                 informer.add_handlers(handlers.on_pod_add, handlers.on_pod_update, handlers.on_pod_delete)
@@ -295,7 +193,11 @@ class App:
                 self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry, self.queue
             )
             profiles[prof.scheduler_name] = build_profile(
-                self.cfg, prof, handle, self.metrics, self.queue.nominator
+                self.cfg,
+                prof,
+                handle,
+                self.queue.nominator,
+                self.metrics.extension_point_observer(prof.scheduler_name),
             )
         # Events have a client (so a rate limit) of their own, as kube-scheduler's eventClient:
         # at the default 50 QPS, sharing one would halve the binds and drop events.

@@ -1,8 +1,8 @@
 """The ``dynamic-scheduler`` command: flags -> checked :class:`Options` -> ``scheduler.app.run``.
 
 Subcommands: ``run`` (the default: ``dynamic-scheduler --config=...`` runs),
-and ``render``, ``churn`` and ``finalize-namespace``, whose modules in
-``scheduler.deploy`` own their flags (``main(argv) -> int``).
+and the ones in ``DELEGATED`` (``render``, ``deploy``, ``explain``, ...), whose
+modules own their flags (``main(argv) -> int``).
 
 ``run`` takes kube-scheduler's flags. Flags set explicitly win over the
 ``--config`` file (for ``--kubeconfig`` and ``--kube-api-*`` too, which
@@ -58,6 +58,7 @@ DELEGATED = {
         "scheduler.deploy.restore",
         "give scheduling back to kube-scheduler and remove what deploy made",
     ),
+    "explain": ("scheduler.explain.command", "why ours would put a pod where: every filter and score"),
 }
 
 _LEADER_FLAGS = {
@@ -518,7 +519,7 @@ def _delegate(command: str, argv: list[str]) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        if e.name not in (module_name, "scheduler.deploy"):
+        if e.name not in (module_name, module_name.rpartition(".")[0]):
             raise
         print(f"error: {command}: not available in this build", file=sys.stderr)
         return 1

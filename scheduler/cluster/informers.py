@@ -252,6 +252,12 @@ class Informer:
         self._thread.start()
         return self
 
+    def list_once(self) -> None:
+        """One list into the store, delivered to the handlers; no watch (one-shot views such as
+        ``explain``). API errors are raised."""
+        self._list_and_replace()
+        self._synced.set()
+
     def has_synced(self) -> bool:
         """True once the first list has been delivered to the handlers."""
         return self._synced.is_set()

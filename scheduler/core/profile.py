@@ -167,7 +167,7 @@ class Profile:
             raise FitError(0)
 
         t0 = time.perf_counter()
-        skip_filter, allowed = self._run_pre_filter(state, pod, snapshot, len(all_nodes))
+        skip_filter, allowed = self.run_pre_filter(state, pod, snapshot, len(all_nodes))
         state.skip_filter = frozenset(skip_filter)
         t1 = time.perf_counter()
         self.observe("PreFilter", "Success", t1 - t0)
@@ -214,13 +214,15 @@ class Profile:
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
 
-        totals = self._score(state, pod, feasible)
+        totals = self.score(state, pod, feasible)
         self.observe("Score", "Success", time.perf_counter() - t2)
         return ScheduleResult(self._select(feasible, totals), evaluated, len(feasible))
 
-    def _run_pre_filter(
+    def run_pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, num_nodes: int
     ) -> tuple[set[str], tuple[frozenset[str], set[str]] | None]:
+        """PreFilter: the plugins that returned SKIP, and the nodes the others allow with the
+        plugins that narrowed them (None: all). Raises FitError when one rejects the pod."""
         skip: set[str] = set()
         allowed: frozenset[str] | None = None
         contributors: set[str] = set()
@@ -307,8 +309,16 @@ class Profile:
         self.observe("PostFilter", final.code.name.title().replace("_", ""), time.perf_counter() - t0)
         return result, final
 
-    def _score(self, state: CycleState, pod: PodInfo, feasible: list[NodeInfo]) -> list[int]:
-        """The weighted total per feasible node, in their order."""
+    def score(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        feasible: list[NodeInfo],
+        breakdown: list[tuple[str, int, list[int], list[int]]] | None = None,
+    ) -> list[int]:
+        """The weighted total per feasible node, in their order. ``breakdown``, when given,
+        receives per plugin (name, weight, raw scores, normalized scores) in node order; a
+        plugin skipped at PreScore has empty lists."""
         skip: set[str] = set()
         for p in self.pre_scores:
             try:
@@ -325,9 +335,12 @@ class Profile:
         names: list[str] | None = None
         for p, weight, score_nodes in self._score_nodes:
             if p.name in skip:
+                if breakdown is not None:
+                    breakdown.append((p.name, weight, [], []))
                 continue
             try:
                 scores = score_nodes(state, pod, feasible)
+                raw = list(scores) if breakdown is not None else scores
                 how = self._normalizes.get(p.name)
                 if how is _BY_LIST:
                     scores = list(scores)  # the plugin's own list stays as it gave it
@@ -343,6 +356,8 @@ class Profile:
                 raise SchedulingError(p.name, str(e)) from e
             if len(scores) != len(feasible):
                 raise SchedulingError(p.name, f"{len(scores)} scores for {len(feasible)} nodes")
+            if breakdown is not None:
+                breakdown.append((p.name, weight, raw, list(scores)))
             if weight != 1:
                 scores = list(map(operator.mul, scores, repeat(weight)))
             totals = scores if totals is None else list(map(operator.add, totals, scores))

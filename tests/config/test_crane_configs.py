@@ -4,7 +4,7 @@ They are v1beta2 files that enable ``Dynamic`` at filter and score (weight 3) wi
 ``policyConfigPath`` as their only arg: the profile must be kube-scheduler's
 v1beta2 defaults plus Dynamic, reading crane's node annotations (no
 ``promeAddr``), and counting binds for the hot value although reserve and
-postBind are not named (scheduler.app.bind_counting).
+postBind are not named (scheduler.profiles.bind_counting).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.app import bind_counting
 from scheduler.cli import main
 from scheduler.config import load_config
 from scheduler.config.loading import parse_config
 from scheduler.plugins.dynamic.policy import load_policy
+from scheduler.profiles import bind_counting
 
 CRANE = Path(__file__).parents[1] / "data" / "crane-scheduler"
 

@@ -53,11 +53,12 @@ class HotValueTracker:
         with self._lock:
             return len(self._pods)
 
-    def record(self, pod_uid: str, node: str) -> None:
-        """The pod was just placed on the node (Reserve). Placing it again moves it."""
+    def record(self, pod_uid: str, node: str, ago: float = 0.0) -> None:
+        """The pod was just placed on the node (Reserve), or ``ago`` seconds before. Placing
+        it again moves it."""
         if not self._rules:
             return
-        now = self._clock()
+        now = self._clock() - ago
         with self._lock:
             self._prune(now)
             self._drop(pod_uid)
@@ -74,12 +75,13 @@ class HotValueTracker:
         with self._lock:
             self._drop(pod_uid)
 
-    def confirm(self, pod_uid: str, node: str) -> None:
-        """The pod is bound (PostBind): keep its record, or add one if it was never recorded here."""
+    def confirm(self, pod_uid: str, node: str, ago: float = 0.0) -> None:
+        """The pod is bound (PostBind), or was ``ago`` seconds before: keep its record, or add
+        one if it was never recorded here."""
         with self._lock:
             known = self._pods.get(pod_uid)
         if known is None or known[0] != node:
-            self.record(pod_uid, node)
+            self.record(pod_uid, node, ago)
 
     def value(self, node: str) -> int:
         """The node's hot value now."""

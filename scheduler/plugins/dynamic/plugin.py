@@ -259,6 +259,42 @@ class Dynamic:
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         self.hot.confirm(pod.uid, node_name)
 
+    def note_bound(self, pod_uid: str, node_name: str, ago: float = 0.0) -> None:
+        """The pod was bound there ``ago`` seconds before, by another scheduler (shadow mode)
+        or before this process started (``explain``): it counts in the hot value, as crane's
+        controller counts every Scheduled event."""
+        self.hot.confirm(pod_uid, node_name, ago)
+
+    def explain_node(self, node: NodeInfo) -> dict[str, Any]:
+        """What the verdict and the score on ``node`` were made of, for ``explain``: each
+        metric's value (percent), its age and limit, or why there is none; the hot value."""
+        now = self._clock()
+        limits = {metric: limit for metric, limit, _ in self._predicates}
+        metrics: dict[str, Any] = {}
+        for metric in self._metrics:
+            entry: dict[str, Any] = {}
+            for source in self._sources:
+                sample = source.sample(metric, node)
+                if sample is None:
+                    continue
+                age = now - sample.sample_time
+                entry = {"percent": round(sample.value * 100, 2), "ageSeconds": round(age, 1)}
+                if age > self._max_age[metric]:
+                    entry["stale"] = True
+                    continue
+                break
+            if not entry:
+                entry = {"missing": True}
+            if metric in limits:
+                entry["limitPercent"] = round(limits[metric] * 100, 2)
+            metrics[metric] = entry
+        hot = self.hot.value(node.name)
+        if self.annotations is not None:
+            crane = self.annotations.hot_value(node)
+            if crane is not None and crane > hot:
+                hot = crane
+        return {"metrics": metrics, "hotValue": hot, "loadScore": self.node_load(node).score}
+
     # --- per-node load ---
 
     def _generation(self) -> int:

@@ -288,6 +288,14 @@ class PrometheusSource:
         with self._refreshed:
             return self._refreshed.wait_for(lambda: self.generation > after_generation, timeout)
 
+    def wait_answered(self, timeout: float) -> list[str]:
+        """Wait until every metric's first query has ended, well or not (at most ``timeout``);
+        the metrics whose last query failed or has not ended."""
+        deadline = time.monotonic() + timeout
+        while any(h is None for h in self._healthy.values()) and time.monotonic() < deadline:
+            self._stop.wait(0.05)
+        return [m for m, h in self._healthy.items() if not h]
+
     def start(self) -> None:
         """Start one refresh thread per metric (each queries at once, then every period)."""
         if self._stop.is_set():

@@ -1,0 +1,264 @@
+"""Why a pod goes where it goes: one scheduling cycle with every verdict kept.
+
+:func:`explain` runs a profile for a pod over a snapshot like
+``Profile.schedule`` does, and records what the cycle otherwise throws
+away: which PreFilter plugins skipped or narrowed the nodes, each Filter
+plugin's verdict on each node (all of them, not only the first rejection),
+each Score plugin's raw, normalized and weighted score on each feasible
+node, the totals, and the nodes with the best total. A plugin with an
+``explain_node(node)`` method adds what it read about the node (Dynamic: the
+metric values, their age, the hot value).
+
+It differs from a real cycle on purpose: every node is evaluated (no
+``percentageOfNodesToScore`` sampling, no resuming from the last search),
+a single feasible node is scored too, ties are reported instead of broken
+at random, and pods nominated to nodes are not counted. With fewer than 100
+nodes, the first two make no difference. It only reads: nothing is assumed
+or reserved.
+
+Used by ``dynamic-scheduler explain`` and by shadow mode, which judges the
+active scheduler's binds against it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.filtering import FitError, SchedulingError
+from scheduler.core.framework import Code, CycleState, Snapshot, Status
+from scheduler.core.nodeinfo import NodeInfo
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.profile import Profile
+from scheduler.logs import kv
+
+logger = logging.getLogger(__name__)
+
+SUCCESS = "Success"
+
+
+def code_name(code: Code) -> str:
+    """``UNSCHEDULABLE_AND_UNRESOLVABLE`` -> ``UnschedulableAndUnresolvable``, as kube-scheduler prints codes."""
+    return code.name.title().replace("_", "")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One plugin's answer at one extension point."""
+
+    plugin: str
+    code: str
+    """``Success``, ``Skip``, ``Unschedulable``, ``UnschedulableAndUnresolvable`` or ``Error``."""
+    message: str = ""
+
+    @property
+    def rejected(self) -> bool:
+        return self.code not in (SUCCESS, "Skip")
+
+    @classmethod
+    def of(cls, plugin: str, st: Status | None) -> Verdict:
+        if st is None:
+            return cls(plugin, SUCCESS)
+        return cls(plugin, code_name(st.code), st.message())
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScore:
+    plugin: str
+    weight: int
+    raw: int
+    normalized: int
+
+    @property
+    def weighted(self) -> int:
+        return self.normalized * self.weight
+
+
+@dataclass(slots=True)
+class NodeExplanation:
+    node: str
+    filters: list[Verdict] = field(default_factory=list)
+    scores: list[PluginScore] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    """Per plugin, what it read about the node (its ``explain_node``)."""
+
+    @property
+    def rejection(self) -> Verdict | None:
+        """The first filter that rejected the node: the one a real cycle stops at."""
+        return next((v for v in self.filters if v.rejected), None)
+
+    @property
+    def feasible(self) -> bool:
+        return self.rejection is None
+
+    @property
+    def total(self) -> int | None:
+        return sum(s.weighted for s in self.scores) if self.feasible else None
+
+    def score_of(self, plugin: str) -> PluginScore | None:
+        return next((s for s in self.scores if s.plugin == plugin), None)
+
+
+@dataclass(slots=True)
+class Explanation:
+    pod: str
+    profile: str
+    pre_filter: list[Verdict]
+    nodes: list[NodeExplanation]
+    """Every node of the snapshot, by name."""
+    best: list[str]
+    """The feasible nodes with the highest total (more than one: a tie, broken at random)."""
+    skipped_scores: list[str] = field(default_factory=list)
+    """Score plugins whose PreScore returned SKIP: they scored no node."""
+    message: str = ""
+    """When no node fits: the FailedScheduling message kube-scheduler would write."""
+
+    def node(self, name: str) -> NodeExplanation | None:
+        return next((n for n in self.nodes if n.node == name), None)
+
+    @property
+    def feasible(self) -> list[NodeExplanation]:
+        return [n for n in self.nodes if n.feasible]
+
+    def deciding_plugin(self, winner: str, other: str) -> tuple[str, int] | None:
+        """The score plugin that gave ``winner`` its largest lead over ``other`` (weighted
+        points), when both are feasible."""
+        a, b = self.node(winner), self.node(other)
+        if a is None or b is None or not a.feasible or not b.feasible:
+            return None
+        best: tuple[str, int] | None = None
+        for s in a.scores:
+            o = b.score_of(s.plugin)
+            lead = s.weighted - (o.weighted if o is not None else 0)
+            if best is None or lead > best[1]:
+                best = (s.plugin, lead)
+        return best
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "profile": self.profile,
+            "preFilter": [_verdict_dict(v) for v in self.pre_filter],
+            "nodes": [
+                {
+                    "name": n.node,
+                    "feasible": n.feasible,
+                    "filters": [_verdict_dict(v) for v in n.filters],
+                    "scores": [
+                        {
+                            "plugin": s.plugin,
+                            "raw": s.raw,
+                            "normalized": s.normalized,
+                            "weight": s.weight,
+                            "weighted": s.weighted,
+                        }
+                        for s in n.scores
+                    ],
+                    "total": n.total,
+                    **({"details": n.details} if n.details else {}),
+                }
+                for n in self.nodes
+            ],
+            "best": self.best,
+            **({"skippedScores": self.skipped_scores} if self.skipped_scores else {}),
+            **({"message": self.message} if self.message else {}),
+        }
+
+
+def _verdict_dict(v: Verdict) -> dict[str, str]:
+    out = {"plugin": v.plugin, "code": v.code}
+    if v.message:
+        out["message"] = v.message
+    return out
+
+
+def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
+    """Run ``profile`` for ``pod`` on ``snapshot`` and keep every verdict (see the module doc).
+
+    Hold the snapshot's lock (the cache's) around the call, as a cycle does. Raises
+    SchedulingError when a plugin fails, as a cycle would."""
+    state = CycleState()
+    all_nodes = sorted(snapshot.list(), key=lambda ni: ni.name)
+    out = Explanation(pod.key, profile.name, [], [NodeExplanation(ni.name) for ni in all_nodes], [])
+    try:
+        skip, allowed = profile.run_pre_filter(state, pod, snapshot, len(all_nodes))
+    except FitError as e:
+        assert e.pre_filter is not None
+        plugin, st = e.pre_filter
+        out.pre_filter.append(Verdict.of(plugin, st))
+        for n in out.nodes:
+            n.filters.append(Verdict.of(plugin, st))
+        out.message = e.message()
+        return out
+    state.skip_filter = frozenset(skip)
+    out.pre_filter.extend(Verdict(p.name, "Skip") for p in profile.pre_filters if p.name in skip)
+    if allowed is not None:
+        names, plugins = allowed
+        excluded = Verdict(
+            sorted(plugins)[0],
+            code_name(Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(plugins))}]",
+        )
+        out.pre_filter.append(
+            Verdict(", ".join(sorted(plugins)), SUCCESS, f"only node(s) {', '.join(sorted(names))}")
+        )
+    else:
+        names, excluded = frozenset(), None
+
+    feasible: list[NodeInfo] = []
+    for ni, n in zip(all_nodes, out.nodes, strict=True):
+        if excluded is not None and ni.name not in names:
+            n.filters.append(excluded)
+            continue
+        for p in profile.filters:
+            if p.name in skip:
+                continue
+            n.filters.append(_filter(p, state, pod, ni))
+        _details(profile, ni, n)
+        if n.feasible:
+            feasible.append(ni)
+
+    if not feasible:
+        statuses = {
+            n.node: (r.plugin, Status(_CODES[r.code], (r.message,)))
+            for n in out.nodes
+            if (r := n.rejection) is not None
+        }
+        out.message = FitError(len(all_nodes), statuses).message()
+        return out
+
+    breakdown: list[tuple[str, int, list[int], list[int]]] = []
+    profile.score(state, pod, feasible, breakdown)
+    by_name = {n.node: n for n in out.nodes}
+    for plugin, weight, raw, normalized in breakdown:
+        if not raw:
+            out.skipped_scores.append(plugin)
+            continue
+        for ni, r, s in zip(feasible, raw, normalized, strict=True):
+            by_name[ni.name].scores.append(PluginScore(plugin, weight, r, s))
+    totals = {ni.name: by_name[ni.name].total or 0 for ni in feasible}
+    top = max(totals.values())
+    out.best = [name for name, t in totals.items() if t == top]
+    return out
+
+
+_CODES = {code_name(c): c for c in Code}
+
+
+def _filter(p: Any, state: CycleState, pod: PodInfo, ni: NodeInfo) -> Verdict:
+    try:
+        st = p.filter(state, pod, ni)
+    except Exception as e:  # a plugin bug: reported as the cycle would
+        logger.exception("Filter plugin failed", extra=kv(plugin=p.name, pod=pod.key, node=ni.name))
+        raise SchedulingError(p.name, str(e)) from e
+    if st is not None and st.code == Code.ERROR:
+        raise SchedulingError(p.name, st.message())
+    return Verdict.of(p.name, st)
+
+
+def _details(profile: Profile, ni: NodeInfo, n: NodeExplanation) -> None:
+    for p in profile.plugins.values():
+        describe = getattr(p, "explain_node", None)
+        if callable(describe):
+            n.details[p.name] = describe(ni)

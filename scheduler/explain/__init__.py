@@ -1,0 +1,1 @@
+"""``dynamic-scheduler explain``: the cluster listed once, and one pod's cycle with every verdict kept."""

@@ -1,0 +1,172 @@
+"""``dynamic-scheduler explain`` against the private API server.
+
+Three nodes of this test (a NodeAffinity pluginConfig keeps the profile to them; the other
+tests' nodes show as rejected by NodeAffinity): ``small`` (1 CPU), ``mid`` (4) and ``big``
+(6). A pending pod asking for 2 CPUs fits ``mid`` and ``big`` and scores best on ``big``
+(LeastAllocated prefers the emptier node). Counted twice on ``big`` (once bound, once
+explained), it would score best on ``mid``: a bound pod must be explained without itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+from scheduler.cli import main
+from scheduler.cluster.client import api_request
+from tests.apiserver import ControlPlane
+from tests.cluster.util import bound_node, kept_to_nodes_config, scheduler_running
+
+pytestmark = pytest.mark.apiserver
+
+
+def make_sized_node(admin: ApiClient, name: str, label: str, cpu: str) -> None:
+    api_request(
+        admin,
+        "POST",
+        "/api/v1/nodes",
+        body={
+            "metadata": {"name": name, "labels": {"explain-test": label}},
+            "status": {"capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"}},
+        },
+    )
+
+
+def pod_body(name: str, scheduler: str, cpu: str = "2") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": scheduler,
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            "containers": [
+                {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def cluster(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path
+) -> Iterator[dict[str, Any]]:
+    label = f"x{uuid.uuid4().hex[:6]}"
+    nodes = {size: f"{label}-{size}" for size in ("small", "mid", "big")}
+    for size, cpu in (("small", "1"), ("mid", "4"), ("big", "6")):
+        make_sized_node(admin, nodes[size], label, cpu)
+    profile = f"explain-{label}"
+    config = kept_to_nodes_config(apiserver, profile, "explain-test", label)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        yield {
+            "nodes": nodes,
+            "profile": profile,
+            "config": config,
+            "args": ["--config", str(path), "--kubeconfig", str(apiserver.kubeconfig)],
+            "namespace": namespace,
+            "tmp": tmp_path,
+        }
+    finally:
+        for n in nodes.values():
+            api_request(admin, "DELETE", f"/api/v1/nodes/{n}")
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], target: str, args: list[str]) -> dict[str, Any]:
+    code = main(["explain", target, "-o", "json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_pending_pod_names_the_plugin_rejecting_each_node(admin, cluster, capsys):
+    ns, nodes = cluster["namespace"], cluster["nodes"]
+    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("web", cluster["profile"]))
+
+    doc = explain_json(capsys, f"{ns}/web", cluster["args"])
+
+    by = {n["name"]: n for n in doc["nodes"]}
+    small = by[nodes["small"]]
+    assert not small["feasible"]
+    rejecting = [f for f in small["filters"] if f["code"] != "Success"]
+    assert rejecting[0]["plugin"] == "NodeResourcesFit"
+    assert rejecting[0]["message"] == "Insufficient cpu"
+    for name, n in by.items():
+        if name not in nodes.values():  # other tests' nodes: outside the profile's addedAffinity
+            assert not n["feasible"]
+            assert [f["plugin"] for f in n["filters"] if f["code"] != "Success"][0] == "NodeAffinity"
+    assert doc["best"] == [nodes["big"]]
+    assert by[nodes["big"]]["total"] > by[nodes["mid"]]["total"]
+    assert doc["boundNode"] is None and doc["agrees"] is None
+    assert doc["verdict"].startswith(f"ours would choose {nodes['big']} (total ")
+
+    # The text form says the same, for people.
+    assert main(["explain", f"{ns}/web", *cluster["args"]]) == 0
+    text = capsys.readouterr().out
+    assert re.search(rf"^{nodes['small']} +NodeResourcesFit: Insufficient cpu +-$", text, re.M)
+    assert re.search(rf"^{nodes['big']} +passed \d+ +{by[nodes['big']]['total']} +best$", text, re.M)
+    assert "SCORES (raw -> normalized -> x weight)" in text
+    assert f"Verdict: ours would choose {nodes['big']}" in text
+
+
+def test_a_pod_nowhere_fits(admin, cluster, capsys):
+    ns = cluster["namespace"]
+    api_request(
+        admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("huge", cluster["profile"], "64")
+    )
+    doc = explain_json(capsys, f"{ns}/huge", cluster["args"])
+    assert doc["best"] == []
+    assert "3 Insufficient cpu" in doc["message"]
+    assert doc["verdict"].startswith("ours finds no node: 0/")
+
+
+def test_bound_pod_agrees_when_ours_chose_it_and_says_so_when_another_did(admin, cluster, capsys):
+    ns, nodes = cluster["namespace"], cluster["nodes"]
+    with scheduler_running(cluster["config"], cluster["tmp"]):
+        api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("ours", cluster["profile"]))
+        chosen = bound_node(admin, ns, "ours")
+    doc = explain_json(capsys, f"{ns}/ours", cluster["args"])
+    assert doc["boundNode"] == chosen == nodes["big"]
+    totals = {n["name"]: n["total"] for n in doc["nodes"] if n["feasible"]}
+    assert totals[chosen] == max(totals.values())
+    assert doc["agrees"] is True
+    assert doc["verdict"].startswith(f"ours would choose {chosen} too")
+    path = f"/api/v1/namespaces/{ns}/pods/ours"
+    api_request(admin, "DELETE", path, query=[("gracePeriodSeconds", "0")])
+
+    # Another "scheduler" binds a pod to mid, where it fits but scores lower.
+    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("theirs", "someone-else"))
+    api_request(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods/theirs/binding",
+        body={"metadata": {"name": "theirs"}, "target": {"kind": "Node", "name": nodes["mid"]}},
+    )
+    doc = explain_json(capsys, f"{ns}/theirs", [*cluster["args"], "--profile", cluster["profile"]])
+    assert doc["boundNode"] == nodes["mid"]
+    assert doc["agrees"] is False
+    assert doc["best"] == [nodes["big"]]
+    assert "The active scheduler chose differently" in doc["verdict"]
+    assert f"over {nodes['mid']} (total " in doc["verdict"]
+
+
+def test_errors_are_one_line(admin, cluster, capsys):
+    ns = cluster["namespace"]
+    assert main(["explain", f"{ns}/missing", *cluster["args"]]) == 1
+    assert capsys.readouterr().err == f"error: explain: pod {ns}/missing not found\n"
+
+    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("odd", "nobody"))
+    assert main(["explain", f"{ns}/odd", *cluster["args"]]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: explain: pod {ns}/odd: spec.schedulerName: 'nobody' is not a profile")
+    assert err.endswith("pick one with --profile\n") and err.count("\n") == 1
+
+    assert main(["explain", "a/b/c", *cluster["args"]]) == 1
+    assert "expected NAMESPACE/NAME or NAME" in capsys.readouterr().err

@@ -1,0 +1,136 @@
+"""scheduler.core.explain: the verdicts of one cycle, on the default profile's real plugins."""
+
+from __future__ import annotations
+
+import random
+
+from scheduler.cluster.informers import ObjectStore
+from scheduler.config import default_config
+from scheduler.core.cache import Cache
+from scheduler.core.explain import explain
+from scheduler.core.framework import CycleState
+from scheduler.core.nominator import Nominator
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.profile import Profile
+from scheduler.profiles import Handle, build_profile, resources_needed
+from tests.core.util import node, pinfo, pod
+
+
+def default_profile(cache: Cache) -> Profile:
+    cfg = default_config()
+    prof = cfg.profiles[0]
+    stores = {plural: ObjectStore() for plural in resources_needed(cfg)}
+    return build_profile(cfg, prof, Handle(cache, stores, None, prof.scheduler_name, None), Nominator())
+
+
+def cluster(*nodes: dict) -> Cache:
+    c = Cache()
+    for n in nodes:
+        c.add_node(n)
+    return c
+
+
+def test_each_filter_verdict_on_each_node():
+    c = cluster(
+        node("small", cpu="1"),
+        node("tainted", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+        node("cordoned", unschedulable=True),
+        node("free"),
+    )
+    prof = default_profile(c)
+    ex = explain(prof, pinfo("p", cpu="2"), c)
+
+    assert [n.node for n in ex.nodes] == ["cordoned", "free", "small", "tainted"]
+    by = {n.node: n for n in ex.nodes}
+    assert by["small"].rejection.plugin == "NodeResourcesFit"
+    assert "Insufficient cpu" in by["small"].rejection.message
+    assert by["tainted"].rejection.plugin == "TaintToleration"
+    assert by["cordoned"].rejection.plugin == "NodeUnschedulable"
+    # Every filter ran, not only up to the first rejection: the cordoned node also lacks no cpu.
+    fit = next(v for v in by["cordoned"].filters if v.plugin == "NodeResourcesFit")
+    assert fit.code == "Success"
+    assert ex.feasible == [by["free"]]
+    assert ex.best == ["free"]
+    assert by["small"].total is None and by["free"].total is not None
+
+
+def test_scores_are_raw_normalized_and_weighted_and_add_up():
+    c = cluster(node("a", cpu="4"), node("b", cpu="8"))
+    c.add_pod(pinfo("busy", cpu="3", node="a"))
+    prof = default_profile(c)
+    ex = explain(prof, pinfo("p", cpu="1"), c)
+
+    a, b = ex.node("a"), ex.node("b")
+    assert ex.best == ["b"]
+    weights = {p.name: w for p, w in prof.scores}
+    for n in (a, b):
+        assert sorted([s.plugin for s in n.scores] + ex.skipped_scores) == sorted(weights)
+        for s in n.scores:
+            assert s.weight == weights[s.plugin]
+            assert s.weighted == s.normalized * s.weight
+        assert n.total == sum(s.weighted for s in n.scores)
+    fit_a, fit_b = a.score_of("NodeResourcesFit"), b.score_of("NodeResourcesFit")
+    assert fit_b.raw > fit_a.raw  # LeastAllocated: more room on b
+    plugin, lead = ex.deciding_plugin("b", "a")
+    assert lead > 0 and plugin in weights
+
+
+def test_totals_match_what_a_cycle_chooses():
+    """The explanation's best nodes are the ones a real cycle picks from (ties at random)."""
+    rng = random.Random(7)
+    for trial in range(30):
+        c = Cache()
+        for i in range(6):
+            c.add_node(node(f"n{i}", cpu=str(rng.choice([2, 4, 8])), memory=f"{rng.choice([4, 8, 16])}Gi"))
+        for j in range(rng.randrange(8)):
+            c.add_pod(pinfo(f"b{trial}-{j}", cpu="500m", memory="1Gi", node=f"n{rng.randrange(6)}"))
+        prof = default_profile(c)
+        pi = pinfo(f"p{trial}", cpu="1", memory="1Gi")
+        ex = explain(prof, pi, c)
+        chosen = prof.schedule(CycleState(), pi, c).node
+        assert chosen in ex.best, (trial, chosen, ex.best)
+
+
+def test_pre_filter_rejection_is_every_node():
+    c = cluster(node("a"), node("b"))
+    prof = default_profile(c)
+    p = pod("p", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "missing"}}])
+    ex = explain(prof, PodInfo.from_pod(p), c)
+    assert len(ex.pre_filter) == 1 and ex.pre_filter[0].rejected
+    assert all(n.rejection == ex.pre_filter[0] for n in ex.nodes)
+    assert ex.best == []
+    assert ex.message.startswith("0/2 nodes are available: ")
+    assert '"missing" not found' in ex.message
+
+
+def test_no_node_fits_gives_the_failed_scheduling_message():
+    c = cluster(node("a", cpu="1"), node("b", cpu="1"))
+    prof = default_profile(c)
+    ex = explain(prof, pinfo("p", cpu="2"), c)
+    assert ex.best == [] and ex.feasible == []
+    assert ex.message == "0/2 nodes are available: 2 Insufficient cpu."
+    d = ex.to_dict()
+    assert d["message"] == ex.message
+    assert [n["name"] for n in d["nodes"]] == ["a", "b"]
+    assert d["nodes"][0]["filters"][0]["plugin"] == "NodeName"
+
+
+def test_node_selector_narrowing_shows_in_pre_filter():
+    c = cluster(node("a"), node("b"))
+    prof = default_profile(c)
+    p = pod(
+        "ds",
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}
+                    ]
+                }
+            }
+        },
+    )
+    ex = explain(prof, PodInfo.from_pod(p), c)
+    assert ex.best == ["b"]
+    assert ex.node("a").rejection.plugin == "NodeAffinity"
+    assert any(v.plugin == "NodeAffinity" and "only node(s) b" in v.message for v in ex.pre_filter)
