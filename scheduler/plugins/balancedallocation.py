@@ -1,9 +1,12 @@
-"""NodeResourcesBalancedAllocation: prefer nodes whose resources would be used evenly.
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources the pod would make more even.
 
 For each configured resource (cpu and memory by default) the fraction
-requested/allocatable after placing the pod is taken, capped at 1; the score
-is ``(1 - std) * 100`` of those fractions (for two resources the std is
-half their difference). As in current kube-scheduler, the node's and the
+requested/allocatable is taken, capped at 1, and a node's balance is
+``(1 - std) * 100`` of those fractions (for two resources the std is half
+their difference). As kube-scheduler v1.37 (``balancedResourceScorer``), the
+score compares the balance with the pod placed and without it:
+``50 + (50 + with - without) / 2``, from 50 (the pod upsets the balance) to
+100 (it restores it), about 75 when it changes little. The node's and the
 pod's real requests are counted (no non-zero defaults), and pods requesting
 none of the resources are not scored by this plugin at all: they would
 otherwise all pile onto the same node.
@@ -22,7 +25,19 @@ from scheduler.plugins.noderesources import ResourceAllocationScorer, arg_field,
 _SCORE_KEY = "NodeResourcesBalancedAllocation"
 
 
-def balanced_score(values: list[tuple[int, int, int]]) -> int:
+def improvement(with_pod: int, without_pod: int) -> int:
+    """``MaxNodeScore/2 + (MaxNodeScore/2 + with - without) / 2`` in Go's integer division
+    (truncating toward zero)."""
+    d = MAX_NODE_SCORE // 2 + with_pod - without_pod
+    return MAX_NODE_SCORE // 2 + (d // 2 if d >= 0 else -(-d // 2))
+
+
+def balanced_score(with_pod: list[tuple[int, int, int]], without_pod: list[tuple[int, int, int]]) -> int:
+    """(requested, allocatable, weight) per resource, with the pod and without: the score."""
+    return improvement(balance(with_pod), balance(without_pod))
+
+
+def balance(values: list[tuple[int, int, int]]) -> int:
     """(requested, allocatable, weight) per resource -> ``(1 - std) * 100`` (weights unused)."""
     fractions = [min(r / a, 1.0) for r, a, _ in values]
     n = len(fractions)
@@ -34,6 +49,10 @@ def balanced_score(values: list[tuple[int, int, int]]) -> int:
     else:
         std = 0.0
     return int((1 - std) * MAX_NODE_SCORE)
+
+
+_UNCHANGED = improvement(MAX_NODE_SCORE, MAX_NODE_SCORE)
+"""75: the score of a node whose balance the pod does not change."""
 
 
 class NodeResourcesBalancedAllocation:
@@ -73,19 +92,10 @@ class NodeResourcesBalancedAllocation:
                 return 0
             state[_SCORE_KEY] = st
         if self._cpu_memory:
-            a = node.allocatable
-            ac, am = a.milli_cpu, a.memory
-            if not (ac and am):
-                return MAX_NODE_SCORE  # at most one fraction: no deviation
-            r = node.requested
-            fc = (r.milli_cpu + st[0]) / ac
-            fm = (r.memory + st[1]) / am
-            if fc > 1.0:
-                fc = 1.0
-            if fm > 1.0:
-                fm = 1.0
-            return int((1 - abs(fc - fm) / 2) * MAX_NODE_SCORE)
-        return balanced_score(self.allocation.values(node, st))
+            return self._cpu_memory_scores(st, [node])[0]
+        return balanced_score(
+            self.allocation.values(node, st), self.allocation.values(node, st, include_pod=False)
+        )
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
         """``score`` over many nodes, the cpu-and-memory case inlined."""
@@ -101,14 +111,15 @@ class NodeResourcesBalancedAllocation:
             a = ni.allocatable
             ac, am = a.milli_cpu, a.memory
             if not (ac and am):
-                out.append(MAX_NODE_SCORE)
+                out.append(_UNCHANGED)  # at most one fraction: no deviation, with or without the pod
                 continue
             r = ni.requested
-            fc = (r.milli_cpu + pc) / ac
-            fm = (r.memory + pm) / am
-            if fc > 1.0:
-                fc = 1.0
-            if fm > 1.0:
-                fm = 1.0
-            out.append(int((1 - abs(fc - fm) / 2) * MAX_NODE_SCORE))
+            fc, fm = r.milli_cpu / ac, r.memory / am
+            before = int(
+                (1 - abs((fc if fc < 1.0 else 1.0) - (fm if fm < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE
+            )
+            fc, fm = (r.milli_cpu + pc) / ac, (r.memory + pm) / am
+            after = int((1 - abs((fc if fc < 1.0 else 1.0) - (fm if fm < 1.0 else 1.0)) / 2) * MAX_NODE_SCORE)
+            d = MAX_NODE_SCORE // 2 + after - before
+            out.append(MAX_NODE_SCORE // 2 + (d // 2 if d >= 0 else -(-d // 2)))
         return out

@@ -292,13 +292,19 @@ class ResourceAllocationScorer:
         return tuple(out)
 
     def values(
-        self, node: NodeInfo, pod_requests: tuple[tuple[str, int, int, int], ...]
+        self,
+        node: NodeInfo,
+        pod_requests: tuple[tuple[str, int, int, int], ...],
+        include_pod: bool = True,
     ) -> list[tuple[int, int, int]]:
-        """(requested incl. the pod, allocatable, weight) for resources the node has."""
+        """(requested incl. the pod, allocatable, weight) for resources the node has; with
+        ``include_pod`` False, the same resources without the pod's requests (``allocated``
+        of ``calculateNodeAllocatableRequest``)."""
         alloc = node.allocatable
         used: Resource = node.requested if self.use_requested else node.non_zero_requested
         out = []
-        for name, kind, weight, req in pod_requests:
+        for name, kind, weight, pod_req in pod_requests:
+            req = pod_req if include_pod else 0
             if kind == _CPU:
                 a, r = alloc.milli_cpu, used.milli_cpu + req
             elif kind == _MEM:
@@ -307,7 +313,7 @@ class ResourceAllocationScorer:
                 a, r = alloc.ephemeral_storage, node.requested.ephemeral_storage + req
             else:
                 # An extended resource the pod doesn't ask for, or the node lacks, is left out.
-                if req == 0:
+                if pod_req == 0:
                     continue
                 a = alloc.scalar.get(name, 0)
                 r = node.requested.scalar.get(name, 0) + req
