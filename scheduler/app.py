@@ -4,6 +4,9 @@
     leader election ─ gates ─→ scheduling loop → binder, events, pod conditions
     HTTPS: /healthz /livez /readyz /metrics
 
+In shadow mode (``--shadow``) the loop, the binder, the events and the Lease are left
+out: the pod events go to the shadow judge (scheduler.shadow), served at /shadow/decisions.
+
 As kube-scheduler: the caches fill on every replica (a standby is warm and
 ready); only the leader schedules; losing the lease exits with code 1; SIGTERM
 stops scheduling, lets in-flight binds finish, releases the lease and exits 0.
@@ -36,11 +39,14 @@ from scheduler.core.framework import Store
 from scheduler.core.loop import BindOutcome, Scheduler
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
+from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
 from scheduler.logs import kv
 from scheduler.metrics import Metrics
 from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
+from scheduler.shadow.events import ShadowEventHandlers
+from scheduler.shadow.judge import Judge
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +59,7 @@ BIND_WORKERS = 64
 EVENT_WRITERS = 32
 """Threads writing events (scheduler.cluster.events); they share the client's connection pool."""
 SHUTDOWN_GRACE = 10.0
+SHADOW_PATH = "/shadow/decisions"
 
 PREEMPTION_WORKERS = 4
 """Preemptions carried out at once (each evicts its victims one after the other)."""
@@ -142,6 +149,10 @@ class App:
         self.io: KubeIO | None = None
         self.recorder: EventRecorder | None = None
         self.loop_thread: threading.Thread | None = None
+        self.judge: Judge | None = None
+        """Shadow mode's (``--shadow``); None when scheduling."""
+        self.profiles: dict[str, Profile] = {}
+        self._pods: Any = None
         self.halted = False
         """The Lease was lost while leading: everything stopped writing."""
         self._wake = threading.Event()
@@ -170,7 +181,12 @@ class App:
             on_change=self.metrics.set_pending_pods,
             on_enqueue=self.metrics.pod_enqueued,
         )
-        handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
+        shadow = (
+            ShadowEventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
+            if self.options.shadow
+            else None
+        )
+        handlers = shadow or EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
 
         for plural in sorted(resources_needed(self.cfg)):
             informer = inf.Informer(self.api, inf.RESOURCES[plural])
@@ -199,6 +215,9 @@ class App:
                 self.queue.nominator,
                 self.metrics.extension_point_observer(prof.scheduler_name),
             )
+        if shadow is not None:
+            self._build_shadow(shadow, profiles, stores)
+            return
         # Events have a client (so a rate limit) of their own, as kube-scheduler's eventClient:
         # at the default 50 QPS, sharing one would halve the binds and drop events.
         events_api = self._client(pool_maxsize=EVENT_WRITERS + 4, user_agent_suffix="events")
@@ -234,6 +253,9 @@ class App:
                 gauge=self.metrics.leader_election_master_status,
             )
 
+        self._build_server()
+
+    def _build_server(self) -> None:
         self.server = SecureServer.from_options(
             self.options.serving, self.metrics.registry, pod_ip=os.environ.get("POD_IP")
         )
@@ -246,6 +268,34 @@ class App:
                 [READYZ],
             )
             self.server.add_check("shutdown", shutdown_check(self.stop.is_set), [READYZ])
+            if self.judge is not None:
+                self.server.add_json(SHADOW_PATH, self._shadow_decisions)
+
+    def _build_shadow(
+        self, handlers: ShadowEventHandlers, profiles: dict[str, Profile], stores: dict[str, Any]
+    ) -> None:
+        """Shadow mode: no binder, no events, no Lease; the judge and its sweep of Pending pods."""
+        self.judge = Judge(self.cache, profiles, self.metrics.registry)
+        handlers.judge = self.judge
+        handlers.bound_plugins = [
+            p for prof in profiles.values() for p in prof.plugins.values() if hasattr(p, "note_bound")
+        ]
+        self.profiles = profiles
+        self._pods = stores["pods"]
+        if self.options.leader_election.leader_elect:
+            logger.info("Shadow mode: no leader election, nothing is bound or written")
+        self._build_server()
+
+    def _shadow_decisions(self, query: dict[str, list[str]]) -> Any:
+        text = (query.get("limit") or ["50"])[0]
+        try:
+            limit = int(text)
+        except ValueError:
+            raise ValueError(f"limit: expected a whole number, got {text!r}") from None
+        if limit < 0:
+            raise ValueError(f"limit: expected a whole number >= 0, got {limit}")
+        assert self.judge is not None
+        return self.judge.report(limit)
 
     # --- running --------------------------------------------------------------------
 
@@ -284,7 +334,8 @@ class App:
                 "Serving securely",
                 extra=kv(address=f"{self.options.serving.bind_address}:{self.server.port}"),
             )
-        self.recorder.start()
+        if self.recorder is not None:
+            self.recorder.start()
         for i in self.informers:
             i.start()
         while not self.stop.is_set():
@@ -296,6 +347,8 @@ class App:
         pods = next((len(i.store) for i in self.informers if i.resource.plural == "pods"), 0)
         logger.info("Caches are synced", extra=kv(pods=pods))
 
+        if self.judge is not None:
+            return self._run_shadow()
         if self.elector is None:
             self._start_scheduling()
             self.stop.wait()
@@ -311,6 +364,23 @@ class App:
             )
             return self.shutdown(1, release=False, grace=0.0)
         return self.shutdown(0)
+
+    def _run_shadow(self) -> int:
+        logger.info(
+            "Shadow mode: judging the active scheduler's binds", extra=kv(profiles=sorted(self.profiles))
+        )
+        self.scheduling.set()
+        judge = self.judge
+        assert judge is not None
+        sweeper = threading.Thread(
+            target=judge.run, args=(self.stop, self._pods.list), name="shadow-sweep", daemon=True
+        )
+        sweeper.start()
+        self.stop.wait()
+        judge.summarize()
+        code = self.shutdown(0)
+        sweeper.join(5)
+        return code
 
     def shutdown(self, code: int, release: bool = True, grace: float = SHUTDOWN_GRACE) -> int:
         """Stop scheduling, let binds in flight finish (up to ``grace`` seconds), release the

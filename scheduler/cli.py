@@ -59,6 +59,10 @@ DELEGATED = {
         "give scheduling back to kube-scheduler and remove what deploy made",
     ),
     "explain": ("scheduler.explain.command", "why ours would put a pod where: every filter and score"),
+    "shadow": (
+        "scheduler.shadow.report",
+        "shadow report: the running shadow's verdicts on the active scheduler",
+    ),
 }
 
 _LEADER_FLAGS = {
@@ -219,6 +223,13 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         default=False,
         metavar="BOOL",
         help="at start, take the Lease from a holder that is not one of ours",
+    )
+
+    p.add_argument(
+        "--shadow",
+        action="store_true",
+        help="shadow mode: bind nothing, write nothing, take no Lease; judge every bind of the "
+        "cluster's active scheduler against ours (/shadow/decisions, dynamic-scheduler shadow report)",
     )
 
     serving = p.add_argument_group("secure serving (/healthz, /livez, /readyz, /metrics)")
@@ -491,6 +502,7 @@ def _run(ns: argparse.Namespace) -> int:
         logging=LoggingOptions(verbosity=ns.v, format=ns.logging_format),
         leader_elect_takeover=ns.leader_elect_takeover,
         config_file=ns.config,
+        shadow=ns.shadow,
     )
     logger.log(
         logs.V(2),

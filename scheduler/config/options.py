@@ -81,6 +81,8 @@ class Options:
     leader_elect_takeover: bool = False
     """At start, take the Lease from a holder that is not one of ours (``--leader-elect-takeover``)."""
     config_file: str | None = None
+    shadow: bool = False
+    """Judge the active scheduler's binds instead of scheduling; write nothing (``--shadow``)."""
 
     @property
     def leader_election(self) -> LeaderElection:

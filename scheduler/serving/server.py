@@ -11,6 +11,8 @@ Endpoints (GET and HEAD only; any other path is 404, any other method 405):
   ``ok``, or ``500 internal server error: <reason>``. kube-apiserver's
   library withholds the reason on the aggregate endpoint ("reason
   withheld"); ours are plain status texts, so we show them.
+- Paths added with :meth:`SecureServer.add_json` (shadow mode's ``/shadow/decisions``)
+  answer JSON.
 - ``/metrics`` is the registry in Prometheus' text format, or OpenMetrics when
   the Accept header asks for it, gzipped when accepted; ``?name[]=`` filters
   (all of it is prometheus_client's exposition).
@@ -63,6 +65,8 @@ ALL_ENDPOINTS = (HEALTHZ, LIVEZ, READYZ)
 _TEXT = [("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff")]
 _JSON = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
 _PEER_CERT = "dynamic_scheduler.peer_certificate"
+JsonEndpoint = Callable[[dict[str, list[str]]], Any]
+"""An endpoint of :meth:`SecureServer.add_json`: the parsed query string -> a JSON-able answer."""
 _HEADERS = "dynamic_scheduler.headers"
 
 
@@ -235,6 +239,7 @@ class SecureServer:
         self._requested_port = port
         self._metrics_app = make_wsgi_app(registry)
         self._checks: dict[str, tuple[tuple[str, Check], ...]] = {e: (("ping", ping),) for e in ALL_ENDPOINTS}
+        self._json: dict[str, JsonEndpoint] = {}
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -328,6 +333,14 @@ class SecureServer:
             for e in endpoints:
                 self._checks[e] = (*self._checks[e], (name, check))
 
+    def add_json(self, path: str, answer: JsonEndpoint) -> None:
+        """Serve ``answer(query)`` as JSON at ``path`` (``query``: parse_qs of the query string).
+        A ValueError it raises is a 400 with its message."""
+        if not path.startswith("/") or path in ("/metrics", *(f"/{e}" for e in ALL_ENDPOINTS)):
+            raise ValueError(f"invalid path {path!r}")
+        with self._lock:
+            self._json[path] = answer
+
     @property
     def port(self) -> int:
         """The bound port once started (useful with port 0), else the configured one."""
@@ -396,6 +409,8 @@ class SecureServer:
                 )
             elif environ.get("PATH_INFO") == "/metrics":
                 status, headers, body = self._metrics(environ)
+            elif environ.get("PATH_INFO") in self._json:
+                status, headers, body = self._answer_json(environ)
             else:
                 status, headers, body = self._health(
                     environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
@@ -429,6 +444,14 @@ class SecureServer:
         logger.log(V(4), "Forbidden", extra=kv(URI=path, user=user.name, reason=verdict.reason))
         message = forbidden_message(user, verb, path, verdict.reason)
         return "403 Forbidden", list(_JSON), _status(403, "Forbidden", message)
+
+    def _answer_json(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        answer = self._json[environ["PATH_INFO"]]
+        try:
+            doc = answer(parse_qs(environ.get("QUERY_STRING", "")))
+        except ValueError as e:
+            return "400 Bad Request", list(_TEXT), f"{e}\n".encode()
+        return "200 OK", list(_JSON), json.dumps(doc).encode() + b"\n"
 
     def _metrics(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         got: list[Any] = []

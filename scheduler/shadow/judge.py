@@ -1,0 +1,355 @@
+"""Shadow mode's verdicts: what ours would have done with each pod the active scheduler placed.
+
+For every bind the informer reports (a pod of one of our profiles' names goes from
+unbound to bound), :meth:`Judge.bound` runs the profile on the cache as it stood just
+before that bind (the event handler calls it before the cache counts the pod) and
+records one :class:`Decision`:
+
+- ``same``: the active scheduler's node has ours' best total (a tie counts: ours breaks
+  ties at random);
+- ``different``: ours would choose another node; the decision names both nodes' totals
+  and the score plugin that gave ours its largest lead, or, when ours would refuse the
+  active scheduler's node, the filter that refuses it;
+- ``unschedulable``: no node fits for ours; the decision has the FailedScheduling message;
+- ``placeable``: a pod the active scheduler left Pending (its ``PodScheduled`` condition is
+  ``False``/``Unschedulable``) that ours would place (:meth:`Judge.sweep_pending`).
+
+Decisions are counted in ``dynamic_scheduler_shadow_decisions_total{profile,verdict}``,
+their CPU time in ``dynamic_scheduler_shadow_decision_cpu_seconds``, the last ones kept
+for ``/shadow/decisions`` (:meth:`Judge.report`), and a summary is logged every minute.
+Nothing here writes to the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Counter as PromCounter
+
+from scheduler.core.cache import Cache
+from scheduler.core.explain import Explanation, explain
+from scheduler.core.filtering import SchedulingError
+from scheduler.core.podinfo import PodInfo
+from scheduler.core.profile import Profile
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
+SAME, DIFFERENT, UNSCHEDULABLE, PLACEABLE = "same", "different", "unschedulable", "placeable"
+VERDICTS = (SAME, DIFFERENT, UNSCHEDULABLE, PLACEABLE)
+KEPT_DECISIONS = 1000
+"""Decisions kept for the report (the oldest go first)."""
+SUMMARY_EVERY = 60.0
+SWEEP_EVERY = 10.0
+"""Seconds between two looks at the pods the active scheduler left Pending."""
+CPU_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    time: float
+    """When it was judged (epoch seconds)."""
+    pod: str
+    profile: str
+    verdict: str
+    active_node: str
+    """Where the active scheduler bound the pod ("" for ``placeable``)."""
+    ours_node: str
+    """Where ours would put it ("" for ``unschedulable``); for a tie, the first of the best."""
+    ours_total: int | None
+    active_total: int | None
+    """Ours' total on the active scheduler's node (None: ours refuses it, or placeable)."""
+    plugin: str
+    """What made the difference: the score plugin with the largest lead, or the refusing filter."""
+    reason: str
+    cpu_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {_camel(k): v for k, v in d.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def decide(ex: Explanation, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
+    """(verdict, ours' node, ours' total, total on ``active_node``, plugin, reason) for a pod the
+    active scheduler bound to ``active_node``."""
+    if not ex.best:
+        return UNSCHEDULABLE, "", None, None, "", ex.message
+    ours = ex.node(ex.best[0])
+    assert ours is not None
+    there = ex.node(active_node)
+    if active_node in ex.best:
+        tie = f" (tied with {len(ex.best) - 1} more)" if len(ex.best) > 1 else ""
+        return SAME, active_node, ours.total, ours.total, "", f"best total {ours.total}{tie}"
+    if there is None:
+        return DIFFERENT, ours.node, ours.total, None, "", f"{active_node} is not a node ours knows"
+    rejection = there.rejection
+    if rejection is not None:
+        return (
+            DIFFERENT,
+            ours.node,
+            ours.total,
+            None,
+            rejection.plugin,
+            f"ours refuses {active_node}: {rejection.message}",
+        )
+    lead = ex.deciding_plugin(ours.node, active_node)
+    plugin, points = lead if lead is not None else ("", 0)
+    reason = f"{ours.node} {ours.total} vs {active_node} {there.total}"
+    if plugin and points > 0:
+        reason += f"; {plugin} +{points}"
+    return DIFFERENT, ours.node, ours.total, there.total, plugin, reason
+
+
+@dataclass
+class _Tally:
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def add(self, profile: str, verdict: str) -> None:
+        self.counts[(profile, verdict)] += 1
+
+    def by_verdict(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for (_, verdict), n in self.counts.items():
+            out[verdict] += n
+        return out
+
+
+def agreement(by_verdict: Counter[str]) -> float | None:
+    total = sum(by_verdict.values())
+    return by_verdict[SAME] / total if total else None
+
+
+class Judge:
+    """Judges the active scheduler's binds (thread-safe; call under no lock of the cache)."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        profiles: dict[str, Profile],
+        registry: CollectorRegistry,
+        *,
+        kept: int = KEPT_DECISIONS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cache = cache
+        self.profiles = profiles
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._decisions: deque[Decision] = deque(maxlen=kept)
+        self._total = _Tally()
+        self._since_summary = _Tally()
+        self._placeable_seen: set[str] = set()
+        self.started = clock()
+        self._decided = PromCounter(
+            "dynamic_scheduler_shadow_decisions",
+            "Shadow mode's verdicts on the active scheduler's placements, by profile and verdict.",
+            ["profile", "verdict"],
+            registry=registry,
+        )
+        self._cpu = Histogram(
+            "dynamic_scheduler_shadow_decision_cpu_seconds",
+            "CPU time of one shadow decision (a full cycle over every node).",
+            buckets=CPU_BUCKETS,
+            registry=registry,
+        )
+        for name in profiles:
+            for verdict in VERDICTS:
+                self._decided.labels(name, verdict)
+
+    # --- judging ------------------------------------------------------------------
+
+    def bound(self, pod: PodInfo, node: str) -> Decision | None:
+        """The active scheduler bound ``pod`` (as it was before: unbound) to ``node``; call
+        before the cache counts it there."""
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None:
+            return None
+        ex = self._explain(profile, pod)
+        if ex is None:
+            return None
+        explained, cpu = ex
+        verdict, ours, ours_total, active_total, plugin, reason = decide(explained, node)
+        return self._record(
+            Decision(
+                self._clock(),
+                pod.key,
+                profile.name,
+                verdict,
+                node,
+                ours,
+                ours_total,
+                active_total,
+                plugin,
+                reason,
+                cpu,
+            )
+        )
+
+    def sweep_pending(self, pods: Iterable[dict[str, Any]]) -> list[Decision]:
+        """Judge the pods the active scheduler left Pending as unschedulable: ``placeable``
+        for each that ours would place (once per pod)."""
+        out = []
+        for raw in pods:
+            if not _left_unschedulable(raw):
+                continue
+            uid = raw["metadata"].get("uid", "")
+            with self._lock:
+                if uid in self._placeable_seen:
+                    continue
+            pi = PodInfo.from_pod(raw)
+            profile = self.profiles.get(pi.scheduler_name)
+            if profile is None:
+                continue
+            ex = self._explain(profile, pi)
+            if ex is None or not ex[0].best:
+                continue
+            explained, cpu = ex
+            best = explained.node(explained.best[0])
+            assert best is not None
+            with self._lock:
+                self._placeable_seen.add(uid)
+            message = _condition_message(raw)
+            out.append(
+                self._record(
+                    Decision(
+                        self._clock(),
+                        pi.key,
+                        profile.name,
+                        PLACEABLE,
+                        "",
+                        best.node,
+                        best.total,
+                        None,
+                        "",
+                        f"left Pending by the active scheduler ({message})" if message else "left Pending",
+                        cpu,
+                    )
+                )
+            )
+        return out
+
+    def forget(self, uid: str) -> None:
+        """The pod is bound or gone: it may be judged placeable again if it comes back Pending."""
+        with self._lock:
+            self._placeable_seen.discard(uid)
+
+    def _explain(self, profile: Profile, pod: PodInfo) -> tuple[Explanation, float] | None:
+        start = time.thread_time()
+        try:
+            with self.cache.lock:
+                ex = explain(profile, pod, self.cache)
+        except SchedulingError as e:
+            logger.warning("Shadow decision failed", extra=kv(pod=pod.key, err=str(e)))
+            return None
+        cpu = time.thread_time() - start
+        self._cpu.observe(cpu)
+        return ex, cpu
+
+    def _record(self, d: Decision) -> Decision:
+        with self._lock:
+            self._decisions.append(d)
+            self._total.add(d.profile, d.verdict)
+            self._since_summary.add(d.profile, d.verdict)
+        self._decided.labels(d.profile, d.verdict).inc()
+        level = logging.INFO if d.verdict != SAME else V(4)
+        logger.log(
+            level,
+            "Shadow decision",
+            extra=kv(
+                pod=d.pod,
+                verdict=d.verdict,
+                active=d.active_node or None,
+                ours=d.ours_node or None,
+                plugin=d.plugin or None,
+                reason=d.reason,
+            ),
+        )
+        return d
+
+    # --- reporting ----------------------------------------------------------------
+
+    def report(self, limit: int = 50) -> dict[str, Any]:
+        """What ``/shadow/decisions`` answers: counts by profile and verdict since the start,
+        the agreement rate, and the last ``limit`` decisions (newest last)."""
+        with self._lock:
+            counts: dict[str, dict[str, int]] = {}
+            for (profile, verdict), n in sorted(self._total.counts.items()):
+                counts.setdefault(profile, {})[verdict] = n
+            by_verdict = self._total.by_verdict()
+            last = list(self._decisions)[-limit:] if limit > 0 else []
+        return {
+            "since": self.started,
+            "decisions": sum(by_verdict.values()),
+            "agreement": agreement(by_verdict),
+            "counts": counts,
+            "last": [d.to_dict() for d in last],
+        }
+
+    def summarize(self) -> None:
+        """The minute's summary line: decisions since the last one, and the rate since the start."""
+        with self._lock:
+            minute = self._since_summary.by_verdict()
+            self._since_summary = _Tally()
+            total = self._total.by_verdict()
+        rate = agreement(total)
+        logger.info(
+            "Shadow summary",
+            extra=kv(
+                decisions=sum(minute.values()),
+                **{v: minute[v] for v in VERDICTS},
+                agreementSinceStart=None if rate is None else round(rate, 4),
+                decisionsSinceStart=sum(total.values()),
+            ),
+        )
+
+    def run(
+        self,
+        stop: threading.Event,
+        pending: Callable[[], Iterable[dict[str, Any]]],
+        *,
+        summary_every: float | None = None,
+        sweep_every: float | None = None,
+    ) -> None:
+        """Sweep the Pending pods every ``sweep_every`` seconds and log a summary every
+        ``summary_every`` (default: the module's ``SWEEP_EVERY`` and ``SUMMARY_EVERY``),
+        until ``stop``."""
+        summary_every = SUMMARY_EVERY if summary_every is None else summary_every
+        sweep_every = SWEEP_EVERY if sweep_every is None else sweep_every
+        next_summary = time.monotonic() + summary_every
+        while not stop.wait(min(sweep_every, max(0.0, next_summary - time.monotonic()))):
+            try:
+                self.sweep_pending(pending())
+            except Exception:  # the sweep must not end the thread
+                logger.exception("Shadow sweep of Pending pods failed")
+            if time.monotonic() >= next_summary:
+                self.summarize()
+                next_summary = time.monotonic() + summary_every
+
+
+def _left_unschedulable(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") or spec.get("schedulingGates") or pod["metadata"].get("deletionTimestamp"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled":
+            return cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+    return False
+
+
+def _condition_message(pod: dict[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled":
+            return str(cond.get("message") or "")
+    return ""

@@ -1,0 +1,247 @@
+"""Shadow mode against the private API server, beside the real Go kube-scheduler.
+
+Ours runs ``--shadow`` with two profiles on three nodes of this test (a NodeAffinity
+pluginConfig keeps both schedulers to them): ``a`` and ``b`` (4 CPUs), ``big`` (8).
+
+- Profile ``P`` is kube-scheduler's too: it binds those pods, one at a time, and ours must
+  agree on every one (``same``).
+- Profile ``Q`` has no scheduler running: the test binds its pods itself, as another
+  scheduler would, to nodes ours would not choose (``different``, with the score plugin or
+  the refusing filter), one that fits nowhere (``unschedulable``), and leaves one Pending
+  with the condition a scheduler writes when it gives up (``placeable``).
+
+The shadow authenticates as a user of its own, with every right (``system:masters``): the
+API server's audit log must show its reads and not one write.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+from scheduler.app import App
+from scheduler.cli import main
+from scheduler.cluster.client import api_request
+from scheduler.config import load_config
+from scheduler.config.options import AuthorizationOptions, Options, ServingOptions
+from scheduler.shadow import judge as judge_module
+from tests.apiserver import ControlPlane, free_port
+from tests.cluster.util import bound_node, only_nodes_labelled, wait_until
+
+pytestmark = pytest.mark.apiserver
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def make_sized_node(admin: ApiClient, name: str, label: str, cpu: str) -> None:
+    api_request(
+        admin,
+        "POST",
+        "/api/v1/nodes",
+        body={
+            "metadata": {"name": name, "labels": {"shadow-test": label}},
+            "status": {"capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"}},
+        },
+    )
+
+
+def create(admin: ApiClient, ns: str, name: str, scheduler: str, cpu: str) -> None:
+    api_request(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods",
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": scheduler,
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def bind(admin: ApiClient, ns: str, name: str, node: str) -> None:
+    api_request(
+        admin,
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+        body={"metadata": {"name": name}, "target": {"kind": "Node", "name": node}},
+    )
+
+
+@pytest.fixture
+def shadow(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
+    if not apiserver.kube_scheduler.exists():
+        pytest.fail("kube-scheduler binary missing: run make tools first")
+    monkeypatch.setattr(judge_module, "SWEEP_EVERY", 0.2)
+    label = f"s{uuid.uuid4().hex[:6]}"
+    nodes = {n: f"{label}-{n}" for n in ("a", "b", "big")}
+    for n, cpu in (("a", "4"), ("b", "4"), ("big", "8")):
+        make_sized_node(admin, nodes[n], label, cpu)
+    kept = [only_nodes_labelled("shadow-test", label)]
+    p, q = f"p-{label}", f"q-{label}"
+    go = apiserver.start_kube_scheduler(
+        {"leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": p, "pluginConfig": kept}]}
+    )
+    user = f"shadow-{label}"
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        # Asked for, and ignored in shadow mode: a Lease would be a write.
+        "leaderElection": {"leaderElect": True, "resourceName": user, "resourceNamespace": namespace},
+        "clientConnection": {"kubeconfig": str(apiserver.kubeconfig_for(user, ("system:masters",)))},
+        "profiles": [{"schedulerName": p, "pluginConfig": kept}, {"schedulerName": q, "pluginConfig": kept}],
+    }
+    path = tmp_path / "shadow.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    serving = ServingOptions(
+        secure_port=port,
+        bind_address="127.0.0.1",
+        authorization=AuthorizationOptions(
+            always_allow_paths=("/healthz", "/readyz", "/livez", "/shadow/decisions")
+        ),
+    )
+    app = App(Options(config=load_config(str(path)), serving=serving, shadow=True))
+    app.build()
+    runner = threading.Thread(target=app.run, name="shadow-under-test", daemon=True)
+    runner.start()
+    try:
+        wait_until(app.scheduling.is_set, 30, "the shadow to start")
+        yield {"app": app, "nodes": nodes, "p": p, "q": q, "ns": namespace, "user": user, "port": port}
+    finally:
+        app.stop.set()
+        runner.join(20)
+        go.stop()
+        for n in nodes.values():
+            api_request(admin, "DELETE", f"/api/v1/nodes/{n}")
+
+
+def decisions(app: App, n: int) -> list[dict[str, Any]]:
+    judge = app.judge
+    assert judge is not None
+
+    def enough() -> list[dict[str, Any]] | None:
+        last = judge.report(1000)["last"]
+        return last if len(last) >= n else None
+
+    return wait_until(enough, 30, f"{n} shadow decisions")
+
+
+def test_shadow_judges_every_bind_and_writes_nothing(apiserver, admin, shadow, capsys):
+    app, nodes, ns, p, q = shadow["app"], shadow["nodes"], shadow["ns"], shadow["p"], shadow["q"]
+
+    # kube-scheduler places P's pods; ours agrees on each.
+    for i in range(6):
+        create(admin, ns, f"web-{i}", p, "500m")
+        bound_node(admin, ns, f"web-{i}")
+    got = decisions(app, 6)
+    assert [d["verdict"] for d in got] == ["same"] * 6, json.dumps(got, indent=1)
+    assert all(d["activeNode"] == d["oursNode"] or "tied" in d["reason"] for d in got)
+
+    # Q's pods are bound by "another scheduler": the test.
+    create(admin, ns, "worse", q, "1")
+    bind(admin, ns, "worse", nodes["a"])
+    create(admin, ns, "refused", q, "6")
+    bind(admin, ns, "refused", nodes["a"])
+    create(admin, ns, "huge", q, "64")
+    bind(admin, ns, "huge", nodes["big"])
+    got = decisions(app, 9)[6:]
+    by_pod = {d["pod"].split("/")[1]: d for d in got}
+
+    worse = by_pod["worse"]
+    assert worse["verdict"] == "different"
+    assert worse["activeNode"] == nodes["a"] and worse["oursNode"] == nodes["big"]
+    assert worse["oursTotal"] > worse["activeTotal"]
+    assert worse["plugin"] in ("NodeResourcesFit", "NodeResourcesBalancedAllocation")
+
+    refused = by_pod["refused"]
+    assert refused["verdict"] == "different"
+    assert refused["plugin"] == "NodeResourcesFit"
+    assert refused["reason"] == f"ours refuses {nodes['a']}: Insufficient cpu"
+    assert refused["activeTotal"] is None
+
+    huge = by_pod["huge"]
+    assert huge["verdict"] == "unschedulable"
+    assert huge["oursNode"] == ""
+    assert "Insufficient cpu" in huge["reason"]
+
+    # A pod the active scheduler gave up on, that ours would place.
+    create(admin, ns, "waiting", q, "1")
+    api_request(
+        admin,
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/waiting/status",
+        body={
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/3 nodes are available: made up.",
+                    }
+                ]
+            }
+        },
+        content_type="application/strategic-merge-patch+json",
+    )
+    placeable = decisions(app, 10)[9]
+    assert placeable["verdict"] == "placeable"
+    # a and big are overcommitted by the pods bound there above: b is the one node that fits.
+    assert placeable["pod"] == f"{ns}/waiting" and placeable["oursNode"] == nodes["b"]
+    assert "made up" in placeable["reason"]
+
+    # The counters, by profile and verdict.
+    registry = app.metrics.registry
+    count = lambda prof, v: registry.get_sample_value(  # noqa: E731
+        "dynamic_scheduler_shadow_decisions_total", {"profile": prof, "verdict": v}
+    )
+    assert count(p, "same") == 6 and count(p, "different") == 0
+    assert count(q, "different") == 2 and count(q, "unschedulable") == 1 and count(q, "placeable") == 1
+    assert registry.get_sample_value("dynamic_scheduler_shadow_decision_cpu_seconds_count") >= 10
+
+    # shadow report, from the shadow's HTTPS port.
+    url = f"https://127.0.0.1:{shadow['port']}"
+    assert main(["shadow", "report", "--url", url, "--insecure-skip-tls-verify", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["decisions"] == 10
+    assert doc["agreement"] == pytest.approx(0.6)
+    assert doc["counts"][q] == {"different": 2, "placeable": 1, "unschedulable": 1}
+    assert main(["shadow", "report", "--url", url, "--insecure-skip-tls-verify", "--disagreements"]) == 0
+    text = capsys.readouterr().out
+    assert "10 decisions, agreement 60.0%" in text
+    assert f"{ns}/refused" in text and f"{ns}/web-0" not in text
+
+    # The audit log: the shadow's user read (list, watch), and wrote nothing.
+    mine = [e for e in apiserver.audit_events() if e.get("user", {}).get("username") == shadow["user"]]
+    assert {e["verb"] for e in mine} >= {"list", "watch"}
+    writes = [f"{e['verb']} {e['requestURI']}" for e in mine if e["verb"] in WRITES]
+    assert writes == []
+
+
+def test_report_errors_are_one_line(capsys):
+    assert main(["shadow", "report", "--url", "https://127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: shadow report: --url: the shadow's certificate is self-signed")
+    assert main(["shadow", "report", "--url", "https://127.0.0.1:1", "--insecure-skip-tls-verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: shadow report: https://127.0.0.1:1/shadow/decisions?limit=50: ")
+    assert err.count("\n") == 1
