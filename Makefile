@@ -86,7 +86,7 @@ kind-load: ## Load $(IMG) (and offline, the Prometheus image) into the kind clus
 ##@ Replacing the scheduler (on the kind cluster; see "The two methods" in the README)
 
 .PHONY: render
-render: venv ## Print the manifests of a method: make render METHOD=lease|static|prometheus
+render: venv ## Print the manifests of a method: make render METHOD=lease|static|prometheus|shadow
 	@$(PY) -m scheduler render $(or $(METHOD),lease) -f "$$(bash hack/deploy-values.sh)"
 
 .PHONY: deploy-lease
@@ -96,6 +96,15 @@ deploy-lease: venv ## The lease method: 3 replicas as default-scheduler take kub
 .PHONY: deploy-static
 deploy-static: venv ## The static-pod method (DEPLOY_ARGS='--set static.mode=replace' replaces kube-scheduler)
 	@bash hack/deploy.sh static $(DEPLOY_ARGS)
+
+.PHONY: deploy-shadow
+deploy-shadow: venv ## Shadow mode beside the running scheduler: judges its binds, writes nothing (then: make shadow-report)
+	@bash hack/deploy.sh shadow $(DEPLOY_ARGS)
+
+.PHONY: shadow-report
+shadow-report: venv ## The shadow's agreement rate and last decisions (REPORT_ARGS='--disagreements')
+	@KUBECONFIG=$${KUBECONFIG:-$(HOME)/.cache/dynamic-scheduler/clusters/$(KIND_CLUSTER)/kubeconfig} \
+	  $(PY) -m scheduler shadow report $(REPORT_ARGS)
 
 .PHONY: prometheus
 prometheus: venv ## Prometheus at prometheus.crane-system.svc:9090 with the policy's recording rules

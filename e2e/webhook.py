@@ -1,4 +1,4 @@
-"""The binding webhook (``tests/webhook.py``) for a kind cluster.
+"""The webhooks of ``tests/webhook.py`` (bindings refused, writes recorded) for a kind cluster.
 
 kube-apiserver runs in the control-plane node's container, on the docker
 network of the cluster; this machine is that network's gateway, so the
@@ -14,7 +14,7 @@ from kubernetes import client
 
 from e2e.kube import docker_exec
 from scheduler.serving.tls import self_signed_certificate
-from tests.webhook import BindingWebhook, Refusal
+from tests.webhook import BindingWebhook, Refusal, WriteWebhook
 
 
 def host_address(node: str) -> str:
@@ -33,3 +33,11 @@ def kind_binding_webhook(
     address = host_address(control_plane)
     cert, key = self_signed_certificate([address])
     return BindingWebhook(api, namespace, decide, listen=address, cert_pem=cert, key_pem=key, ca_pem=cert)
+
+
+def kind_write_webhook(api: client.ApiClient, namespace: str, control_plane: str, user: str) -> WriteWebhook:
+    """A webhook on this machine that ``control_plane``'s kube-apiserver calls for every write
+    of ``user``: each is recorded and refused (the probe lives in ``namespace``)."""
+    address = host_address(control_plane)
+    cert, key = self_signed_certificate([address])
+    return WriteWebhook(api, namespace, user, listen=address, cert_pem=cert, key_pem=key, ca_pem=cert)

@@ -367,7 +367,8 @@ class App:
 
     def _run_shadow(self) -> int:
         logger.info(
-            "Shadow mode: judging the active scheduler's binds", extra=kv(profiles=sorted(self.profiles))
+            "Shadow mode: judging the active scheduler's binds",
+            extra=kv(profiles=",".join(sorted(self.profiles))),
         )
         self.scheduling.set()
         judge = self.judge

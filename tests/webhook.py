@@ -1,4 +1,5 @@
-"""A validating admission webhook on ``pods/binding`` that the API server itself calls.
+"""Validating admission webhooks that the API server itself calls: one on ``pods/binding``,
+one on every write of one user.
 
 To test how a scheduler meets refused binds honestly, the refusals must come
 from the API server. A webhook's denial carries its own ``Status`` (code, and
@@ -11,6 +12,11 @@ API server, for which pod and node, and when.
 It serves HTTPS on ``listen`` (an address the API server reaches: loopback for
 the private kube-apiserver of ``tests/``, the docker network's gateway for a
 kind cluster). Used by ``tests/cluster/webhook.py`` and ``e2e/webhook.py``.
+
+:class:`WriteWebhook` sees every write (create, update, patch, delete, connect, on any
+resource and subresource) that one user sends, records it and refuses it: shadow mode's
+proof that it writes nothing, taken from the API server's side. Given that user every right
+in RBAC, no write of theirs can stop before admission.
 """
 
 from __future__ import annotations
@@ -48,55 +54,50 @@ class BindingSeen:
     """The code it was refused with; None: allowed."""
 
 
-class BindingWebhook:
+class _Webhook:
+    """The HTTPS server, the ValidatingWebhookConfiguration and its readiness probe (a dry-run
+    ConfigMap in ``namespace`` that the first webhook refuses with "probe")."""
+
+    prefix = "test-webhook"
+
     def __init__(
-        self,
-        admin: ApiClient,
-        namespace: str,
-        decide: Callable[[str, str], Refusal | None],
-        *,
-        listen: str,
-        cert_pem: bytes,
-        key_pem: bytes,
-        ca_pem: bytes,
+        self, admin: ApiClient, namespace: str, *, listen: str, cert_pem: bytes, key_pem: bytes, ca_pem: bytes
     ) -> None:
-        """``decide(pod, node)``: None to allow that binding, else how to refuse it."""
-        self.admin, self.namespace, self.decide = admin, namespace, decide
+        self.admin, self.namespace = admin, namespace
         self.listen, self.cert_pem, self.key_pem, self.ca_pem = listen, cert_pem, key_pem, ca_pem
-        self.seen: list[BindingSeen] = []
-        self.name = f"binding-refuser-{uuid.uuid4().hex[:6]}"
+        self.name = f"{self.prefix}-{uuid.uuid4().hex[:6]}"
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
-    @property
-    def calls(self) -> int:
-        return len(self.seen)
+    def _webhooks(self, client_config: dict[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
-    @property
-    def times(self) -> list[float]:
-        """When each binding arrived (time.monotonic())."""
-        return [s.at for s in self.seen]
+    def _answer(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        """The response to a request other than the probe: None allows it."""
+        raise NotImplementedError
+
+    def _probe_rule(self) -> dict[str, Any]:
+        return {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["configmaps"],
+        }
 
     def _review(self, review: dict[str, Any]) -> dict[str, Any]:
         req = review["request"]
-        resp: dict[str, Any] = {"uid": req["uid"], "allowed": True}
-        if req["resource"]["resource"] == "configmaps":  # the readiness probe
-            resp = {"uid": req["uid"], "allowed": False, "status": {"code": 403, "message": "probe"}}
-        elif req.get("subResource") == "binding":
-            pod = req.get("name", "")
-            node = ((req.get("object") or {}).get("target") or {}).get("name", "")
-            with self._lock:
-                step = self.decide(pod, node)
-                self.seen.append(BindingSeen(pod, node, time.monotonic(), step[0] if step else None))
-            if step is not None:
-                code, retry_after = step
-                status: dict[str, Any] = {"code": code, "message": f"refused by test ({code})"}
-                if retry_after:
-                    status["details"] = {"retryAfterSeconds": retry_after}
-                resp = {"uid": req["uid"], "allowed": False, "status": status}
+        if req["resource"]["resource"] == "configmaps" and (req.get("name") or "") == "probe":
+            resp: dict[str, Any] = {
+                "uid": req["uid"],
+                "allowed": False,
+                "status": {"code": 403, "message": "probe"},
+            }
+        else:
+            resp = self._answer(req) or {"allowed": True}
+            resp["uid"] = req["uid"]
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}
 
-    def __enter__(self) -> BindingWebhook:
+    def __enter__(self) -> Any:
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,30 +131,12 @@ class BindingWebhook:
                 "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
                 body={
                     "metadata": {"name": self.name},
-                    "webhooks": [
+                    "webhooks": self._webhooks(
                         {
-                            "name": "refuse.bindings.test",
-                            "clientConfig": {
-                                "url": f"https://{host}:{port}/validate",
-                                "caBundle": b64encode(self.ca_pem).decode(),
-                            },
-                            "rules": [
-                                {
-                                    "operations": ["CREATE"],
-                                    "apiGroups": [""],
-                                    "apiVersions": ["v1"],
-                                    "resources": ["pods/binding", "configmaps"],
-                                }
-                            ],
-                            "namespaceSelector": {
-                                "matchLabels": {"kubernetes.io/metadata.name": self.namespace}
-                            },
-                            "sideEffects": "None",
-                            "admissionReviewVersions": ["v1"],
-                            "failurePolicy": "Fail",
-                            "timeoutSeconds": 5,
+                            "url": f"https://{host}:{port}/validate",
+                            "caBundle": b64encode(self.ca_pem).decode(),
                         }
-                    ],
+                    ),
                 },
             )
             self._wait_active()
@@ -195,3 +178,151 @@ class BindingWebhook:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class BindingWebhook(_Webhook):
+    prefix = "binding-refuser"
+
+    def __init__(
+        self,
+        admin: ApiClient,
+        namespace: str,
+        decide: Callable[[str, str], Refusal | None],
+        *,
+        listen: str,
+        cert_pem: bytes,
+        key_pem: bytes,
+        ca_pem: bytes,
+    ) -> None:
+        """``decide(pod, node)``: None to allow that binding, else how to refuse it."""
+        super().__init__(admin, namespace, listen=listen, cert_pem=cert_pem, key_pem=key_pem, ca_pem=ca_pem)
+        self.decide = decide
+        self.seen: list[BindingSeen] = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.seen)
+
+    @property
+    def times(self) -> list[float]:
+        """When each binding arrived (time.monotonic())."""
+        return [s.at for s in self.seen]
+
+    def _webhooks(self, client_config: dict[str, Any]) -> list[dict[str, Any]]:
+        rule = {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/binding"],
+        }
+        return [
+            {
+                "name": "refuse.bindings.test",
+                "clientConfig": client_config,
+                "rules": [rule, self._probe_rule()],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 5,
+            }
+        ]
+
+    def _answer(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        if req.get("subResource") != "binding":
+            return None
+        pod = req.get("name", "")
+        node = ((req.get("object") or {}).get("target") or {}).get("name", "")
+        with self._lock:
+            step = self.decide(pod, node)
+            self.seen.append(BindingSeen(pod, node, time.monotonic(), step[0] if step else None))
+        if step is None:
+            return None
+        code, retry_after = step
+        status: dict[str, Any] = {"code": code, "message": f"refused by test ({code})"}
+        if retry_after:
+            status["details"] = {"retryAfterSeconds": retry_after}
+        return {"allowed": False, "status": status}
+
+
+@dataclass(frozen=True)
+class WriteSeen:
+    operation: str
+    """CREATE, UPDATE, DELETE or CONNECT."""
+    resource: str
+    """``pods``, ``pods/binding``, ``leases``..."""
+    namespace: str
+    name: str
+
+
+class WriteWebhook(_Webhook):
+    """Records and refuses every write of ``user``, cluster-wide (the probe lives in ``namespace``)."""
+
+    prefix = "write-recorder"
+
+    def __init__(
+        self,
+        admin: ApiClient,
+        namespace: str,
+        user: str,
+        *,
+        listen: str,
+        cert_pem: bytes,
+        key_pem: bytes,
+        ca_pem: bytes,
+    ) -> None:
+        super().__init__(admin, namespace, listen=listen, cert_pem=cert_pem, key_pem=key_pem, ca_pem=ca_pem)
+        self.user = user
+        self.seen: list[WriteSeen] = []
+
+    def _webhooks(self, client_config: dict[str, Any]) -> list[dict[str, Any]]:
+        common = {
+            "clientConfig": client_config,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+        }
+        everything = {
+            "operations": ["*"],
+            "apiGroups": ["*"],
+            "apiVersions": ["*"],
+            "resources": ["*/*"],
+            "scope": "*",
+        }
+        return [
+            {
+                "name": "probe.writes.test",
+                "rules": [self._probe_rule()],
+                # The probe only: the user's writes are the other webhook's, once each.
+                "matchConditions": [
+                    {"name": "the-probe", "expression": "object != null && object.metadata.name == 'probe'"}
+                ],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
+                **common,
+            },
+            {
+                "name": "record.writes.test",
+                "rules": [everything],
+                "matchConditions": [
+                    {
+                        "name": "the-user",
+                        "expression": f"request.userInfo.username == {json.dumps(self.user)}",
+                    }
+                ],
+                **common,
+            },
+        ]
+
+    def _answer(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        if (req.get("userInfo") or {}).get("username") != self.user:
+            return None
+        resource = req["resource"]["resource"] + (f"/{req['subResource']}" if req.get("subResource") else "")
+        with self._lock:
+            self.seen.append(
+                WriteSeen(req["operation"], resource, req.get("namespace") or "", req.get("name") or "")
+            )
+        return {
+            "allowed": False,
+            "status": {"code": 403, "message": f"write by {self.user} recorded and refused"},
+        }

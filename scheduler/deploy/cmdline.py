@@ -75,7 +75,8 @@ def add_method(p: argparse.ArgumentParser, choices: Sequence[str] = METHODS) -> 
         choices=choices,
         metavar="|".join(choices),
         help="lease: a Deployment sharing kube-scheduler's Lease; static: a static pod on the "
-        "control-plane node; prometheus: the source of node usage",
+        "control-plane node; prometheus: the source of node usage; shadow: ours beside the "
+        "active scheduler, judging its binds",
     )
 
 

@@ -1,4 +1,4 @@
-"""``dynamic-scheduler deploy lease|static|prometheus``: render, apply all-or-nothing, wait, report.
+"""``dynamic-scheduler deploy lease|static|prometheus|shadow``: render, apply all-or-nothing, wait, report.
 
 - **lease**: apply the Deployment and its RBAC, wait for the rollout, then for
   the takeover: by default the scheduler's own ``--leader-elect-takeover``
@@ -14,6 +14,8 @@
   kubernetes_sd_configs would pick them); apply, wait for the rollout, then
   until a query for ``cpu_usage_avg_5m`` (through the API server's service
   proxy) returns one series per node.
+- **shadow**: one replica of ``run --shadow`` with read-only rights; wait for the
+  rollout (ready: its caches are synced and it judges every bind from then on).
 
 Progress goes to stderr; the result (who holds the Lease, how long it took)
 is printed on stdout. Any failure is one ``error:`` line and exit code 1; a
@@ -312,6 +314,27 @@ def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argpa
     return 0
 
 
+# --- shadow ------------------------------------------------------------------------------------
+
+SHADOW_DEPLOYMENT = "dynamic-scheduler-shadow"
+
+
+def deploy_shadow(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.Namespace) -> int:
+    vns = values.data["namespace"]
+    rendered = render("shadow", values, root)
+    needs = [Need("get", "deployments", "apps", vns, SHADOW_DEPLOYMENT), Need("list", "pods", "", vns)]
+    start = time.monotonic()
+    Cluster(api).apply(rendered.objects, needs=needs, doing="deploy shadow", namespace_wait=ns.timeout)
+    pods, _ = wait_rollout(api, vns, SHADOW_DEPLOYMENT, ns.timeout)
+    name = pods[0].metadata.name if pods else SHADOW_DEPLOYMENT
+    _out(
+        f"shadow {vns}/{name} is judging {values.data['schedulerName']}'s binds "
+        f"({time.monotonic() - start:.1f}s after the apply); read it with: "
+        f"dynamic-scheduler shadow report -n {vns}"
+    )
+    return 0
+
+
 # --- the command -------------------------------------------------------------------------------
 
 
@@ -320,12 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
         "deploy", "Deploy a method to the cluster: check access, dry-run everything, apply, wait."
     )
     subs = p.add_subparsers(
-        dest="what", metavar="lease|static|prometheus", required=True, parser_class=cmdline.Parser
+        dest="what", metavar="lease|static|prometheus|shadow", required=True, parser_class=cmdline.Parser
     )
     for name, text in (
         ("lease", "the Deployment sharing kube-scheduler's Lease, then the takeover"),
         ("static", "the static pod on the control-plane nodes"),
         ("prometheus", "Prometheus and the recording rules of the Dynamic policy"),
+        ("shadow", "ours beside the active scheduler, judging its binds, writing nothing"),
     ):
         sp = subs.add_parser(name, help=text, description=text, allow_abbrev=False)
         cmdline.add_values_flags(sp)
@@ -382,7 +406,12 @@ def main(argv: list[str]) -> int:
         if ns.what == "static":
             static.check_node_flags(ns)
         api = cmdline.connect(ns.kubeconfig, ns.context)
-        flow = {"lease": deploy_lease, "static": deploy_static, "prometheus": deploy_prometheus}[ns.what]
+        flow = {
+            "lease": deploy_lease,
+            "static": deploy_static,
+            "prometheus": deploy_prometheus,
+            "shadow": deploy_shadow,
+        }[ns.what]
         return flow(api, values, root, ns)
 
     return cmdline.run("deploy", body)

@@ -1,14 +1,14 @@
-"""``dynamic-scheduler restore [lease] [static] [prometheus] [all]``: back to kube-scheduler, ours removed.
+"""``dynamic-scheduler restore [lease] [static] [prometheus] [shadow] [all]``: back to kube-scheduler, ours removed.
 
 Default: ``lease static`` (the scheduler; static only with ``--kind-cluster`` or
-``--manifest-dir``, the way to reach the nodes); ``all`` adds prometheus. In
-that order:
+``--manifest-dir``, the way to reach the nodes); ``all`` adds prometheus and
+shadow. In that order:
 
 - **static**: on each control-plane node our manifest goes, kube-scheduler's
   comes back if we had moved it aside, our files go; then the wait until our
   mirror pod is gone and kube-scheduler's is Ready, and the beside-mode RBAC
   objects are deleted;
-- **lease** and **prometheus**: their Deployment is deleted first and the
+- **lease**, **prometheus** and **shadow**: their Deployment is deleted first and the
   command waits for its pods to be gone (a stopping scheduler still needs its
   RBAC to release the Lease), then the other objects in reverse apply order.
   For lease, the Lease is annotated ``dynamic-scheduler.io/restoring`` first,
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 300.0
 LEASES = "coordination.k8s.io"
-ORDER = ("static", "lease", "prometheus")
+ORDER = ("static", "lease", "prometheus", "shadow")
 
 
 def _out(line: str) -> None:
@@ -213,6 +213,14 @@ def _delete_own_lease(api: ApiClient, namespace: str, name: str) -> None:
     logger.info("Deleted", extra=kv(object=f"Lease {namespace}/{name}"))
 
 
+def restore_shadow(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:
+    v = values.data
+    _remove_method(
+        api, render("shadow", values, root).objects, v["namespace"], "shadow", timeout, "restore shadow"
+    )
+    _out("the shadow is removed")
+
+
 def _method(text: str) -> str:
     if text not in (*ORDER, "all"):
         raise argparse.ArgumentTypeError(
@@ -229,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
         "methods",
         nargs="*",
         type=_method,
-        metavar="lease|static|prometheus|all",
-        help="what to remove (default: lease static; all: lease static prometheus)",
+        metavar="lease|static|prometheus|shadow|all",
+        help="what to remove (default: lease static; all: lease static prometheus shadow)",
     )
     cmdline.add_values_flags(p)
     cmdline.add_cluster_flags(p)
@@ -272,6 +280,8 @@ def main(argv: list[str]) -> int:
                 restore_lease(api, values, root, ns.timeout)
             elif m == "prometheus" and m in methods:
                 restore_prometheus(api, values, root, ns.timeout)
+            elif m == "shadow" and m in methods:
+                restore_shadow(api, values, root, ns.timeout)
         return 0
 
     return cmdline.run("restore", body)

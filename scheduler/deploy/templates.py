@@ -3,9 +3,9 @@
 Layout of the manifests folder::
 
     values.yaml                 every default (scheduler/deploy/values.py checks it)
-    common/*.j2                 files shared by the scheduler methods (scheduler-config.yaml, policy.yaml)
+    common/*.j2                 files shared by the scheduler methods and shadow (scheduler-config.yaml, policy.yaml)
     <method>/files/*.j2         files of one method (static: pod.yaml; prometheus: prometheus.yml, rules.yml)
-    <method>/*.yaml.j2          API objects of one method (lease, static, prometheus)
+    <method>/*.yaml.j2          API objects of one method (lease, static, prometheus, shadow)
 
 Files render first; object templates see them as ``files["name"]``. Templates
 see ``values`` (the merged values, keys as in values.yaml), ``scheduler``
@@ -41,7 +41,7 @@ from scheduler.deploy.values import LoadedValues
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("lease", "static", "prometheus")
+METHODS = ("lease", "static", "prometheus", "shadow")
 MANIFESTS_ENV = "DYNAMIC_SCHEDULER_MANIFESTS"
 FIELD_MANAGER = "dynamic-scheduler"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dynamic-scheduler"}
@@ -148,10 +148,10 @@ def environment(root: Path) -> jinja2.Environment:
 
 
 def labels(component: str) -> dict[str, str]:
-    """The labels of our objects; ``scheduler`` and ``prometheus`` pods select on the first two."""
+    """The labels of our objects; ``scheduler``, ``shadow`` and ``prometheus`` pods select on the first two."""
     out: dict[str, str] = {}
-    if component == "scheduler":
-        out = {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": "scheduler"}
+    if component in ("scheduler", "shadow"):
+        out = {"app.kubernetes.io/name": "dynamic-scheduler", "app.kubernetes.io/component": component}
     elif component == "prometheus":
         out = {"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/component": "prometheus"}
     return {**out, "app.kubernetes.io/part-of": "dynamic-scheduler", **MANAGED_BY}
@@ -280,7 +280,7 @@ def render(method: str, values: LoadedValues, root: Path) -> Rendered:
         "scheduler": scheduler_context(method, data),
     }
     file_templates = _templates(root, f"{method}/files", ".j2")
-    if method in ("lease", "static"):
+    if method in ("lease", "static", "shadow"):
         file_templates = _templates(root, "common", ".j2") + file_templates
     files: dict[str, str] = {}
     context["files"] = files  # each file template sees the ones rendered before it

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.app import App
 from scheduler.cli import main
@@ -35,6 +36,7 @@ from scheduler.config.options import AuthorizationOptions, Options, ServingOptio
 from scheduler.shadow import judge as judge_module
 from tests.apiserver import ControlPlane, free_port
 from tests.cluster.util import bound_node, only_nodes_labelled, wait_until
+from tests.webhook import WriteSeen, WriteWebhook
 
 pytestmark = pytest.mark.apiserver
 
@@ -245,3 +247,21 @@ def test_report_errors_are_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: shadow report: https://127.0.0.1:1/shadow/decisions?limit=50: ")
     assert err.count("\n") == 1
+
+
+def test_the_write_webhook_records_and_refuses_its_users_writes_only(apiserver, admin, namespace):
+    """The tool of the e2e suite's no-write check sees a write of its user, and only theirs."""
+    user = f"someone-{uuid.uuid4().hex[:6]}"
+    crt, key = apiserver.ca.issue("webhook", server=True)
+    hook = WriteWebhook(
+        admin, namespace, user, listen="127.0.0.1", cert_pem=crt, key_pem=key, ca_pem=apiserver.ca.pem
+    )
+    body = {"metadata": {"name": "canary"}}
+    with hook:
+        api_request(admin, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
+        assert hook.seen == []
+        as_user = apiserver.api_client(user, ("system:masters",))
+        with pytest.raises(ApiException) as refused:
+            api_request(as_user, "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/canary")
+        assert refused.value.status == 403 and "recorded and refused" in refused.value.body
+        assert hook.seen == [WriteSeen("DELETE", "configmaps", namespace, "canary")]

@@ -323,3 +323,31 @@ def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them(
     with pytest.raises(ApiException) as info:
         api_request(prom, "GET", "/api/v1/nodes/kind-worker/proxy/metrics/resource")
     assert info.value.status == 403
+
+
+def _group(res: Any) -> str:
+    """The API group of an informer's resource, from its path (/api/v1/... is the core group)."""
+    parts = res.path.split("/")
+    return "" if parts[1] == "api" else parts[2]
+
+
+SHADOW: set[Rule] = {(v, _group(r), r.plural, "") for r in RESOURCES.values() for v in ("list", "watch")}
+"""Shadow mode: the informers' reads, and not one write."""
+
+
+def test_the_shadow_may_read_what_the_informers_read_and_nothing_else(
+    apiserver: ControlPlane, admin: ApiClient
+) -> None:
+    ns = f"s-{uuid.uuid4().hex[:8]}"
+    objects = [o for o in rendered("shadow", f"namespace={ns}").objects if o["kind"] != "Deployment"]
+    cluster = Cluster(admin)
+    cluster.apply(objects)
+    try:
+        shadow = service_account_client(apiserver, ns, "dynamic-scheduler-shadow")
+        anyone = service_account_client(apiserver, ns, "someone-else")
+        for where in (ns, "default", "kube-system"):
+            assert rules(shadow, where) - rules(anyone, where) == SHADOW
+        for res in RESOURCES.values():
+            api_request(shadow, "GET", res.path, query=[("limit", 1)])
+    finally:
+        cluster.delete(objects)

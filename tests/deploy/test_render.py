@@ -584,7 +584,7 @@ def test_render_output_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
             ["lease", "-f", "/nonexistent.yaml"],
             "error: render: /nonexistent.yaml: cannot read the values file",
         ),
-        (["sideways"], "error: render: lease|static|prometheus: invalid choice: 'sideways'"),
+        (["sideways"], "error: render: lease|static|prometheus|shadow: invalid choice: 'sideways'"),
         (
             ["lease", "--manifests", "/nonexistent"],
             "error: render: --manifests: expected a folder with values.yaml",
@@ -663,4 +663,23 @@ def test_restore_refuses_an_unknown_method(capsys: pytest.CaptureFixture[str]) -
 
     code, out, err = run_main(restore.main, ["sideways"], capsys)
     assert (code, out) == (1, "")
-    assert err.startswith("error: restore: lease|static|prometheus|all: invalid choice: 'sideways'")
+    assert err.startswith("error: restore: lease|static|prometheus|shadow|all: invalid choice: 'sideways'")
+
+
+def test_shadow_takes_no_lease_and_runs_shadow_mode():
+    r = rendered("shadow")
+    config = yaml.safe_load(r.files["scheduler-config.yaml"])
+    assert config["leaderElection"]["leaderElect"] is False
+    dep = next(o for o in r.objects if o["kind"] == "Deployment")
+    assert dep["metadata"]["name"] == "dynamic-scheduler-shadow" and dep["spec"]["replicas"] == 1
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--shadow" in args
+    # No access review either: nothing it serves needs one, and a review is a create.
+    assert "--authentication-skip-lookup" in args
+    allow = next(a for a in args if a.startswith("--authorization-always-allow-paths="))
+    assert "/shadow/decisions" in allow.split("=", 1)[1].split(",")
+    assert dep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "shadow"
+    # Beside the lease method in the same namespace: no object of the same kind and name.
+    lease = {(o["kind"], o["metadata"]["name"]) for o in rendered("lease").objects}
+    assert {(o["kind"], o["metadata"]["name"]) for o in r.objects} & lease == {("Namespace", "crane-system")}
+    assert rendered("lease").files["scheduler-config.yaml"].count("leaderElect: true") == 1

@@ -12,7 +12,7 @@ from scheduler.deploy.values import LoadedValues, load_values
 
 MANIFESTS = find_manifests()
 DEFAULTS = MANIFESTS / "values.yaml"
-METHODS = ("lease", "static", "prometheus")
+METHODS = ("lease", "static", "prometheus", "shadow")
 
 
 def values(*sets: str, files: tuple[str, ...] = ()) -> LoadedValues:
