@@ -56,7 +56,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.nominator import Nominator, nominated_node_name
 from scheduler.core.podinfo import PodInfo
-from scheduler.logs import kv
+from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,39 @@ class ScheduleResult:
     node: str
     evaluated: int
     feasible: int
+
+
+EXPLAIN_LEVEL = V(5)
+"""At ``-v=5`` each cycle logs its best nodes' totals and the plugin that decided (``log_top_nodes``)."""
+TOP_NODES = 3
+
+
+def log_top_nodes(
+    pod: PodInfo,
+    feasible: list[NodeInfo],
+    totals: list[int],
+    breakdown: list[tuple[str, int, list[int], list[int]]],
+    chosen: str,
+) -> None:
+    """``Scored nodes``: the best ``TOP_NODES`` totals, and the plugin that gave the chosen node
+    its largest lead over the runner-up (weighted points), so that "why this node" can be
+    answered from the log, without annotations on the pod."""
+    order = sorted(range(len(feasible)), key=lambda i: -totals[i])
+    top = ",".join(f"{feasible[i].name}={totals[i]}" for i in order[:TOP_NODES])
+    at = next(i for i, ni in enumerate(feasible) if ni.name == chosen)
+    runner = next((i for i in order if i != at), None)
+    decided = ""
+    if runner is not None:
+        rival = feasible[runner].name
+        leads = [((n[at] - n[runner]) * weight, name) for name, weight, _, n in breakdown if n]
+        if totals[at] == totals[runner]:
+            decided = f"a tie with {rival}, broken at random"
+        elif leads:
+            lead, plugin = max(leads)
+            decided = f"{plugin} +{lead} over {rival}"
+    logger.log(
+        EXPLAIN_LEVEL, "Scored nodes", extra=kv(pod=pod.key, node=chosen, top=top, decidedBy=decided or None)
+    )
 
 
 def _noop_observer(point: str, status: str, seconds: float) -> None:
@@ -214,9 +247,15 @@ class Profile:
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
 
-        totals = self.score(state, pod, feasible)
+        breakdown: list[tuple[str, int, list[int], list[int]]] | None = (
+            [] if logger.isEnabledFor(EXPLAIN_LEVEL) else None
+        )
+        totals = self.score(state, pod, feasible, breakdown)
         self.observe("Score", "Success", time.perf_counter() - t2)
-        return ScheduleResult(self._select(feasible, totals), evaluated, len(feasible))
+        chosen = self._select(feasible, totals)
+        if breakdown is not None:
+            log_top_nodes(pod, feasible, totals, breakdown, chosen)
+        return ScheduleResult(chosen, evaluated, len(feasible))
 
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, num_nodes: int

@@ -13,6 +13,7 @@ from scheduler.core.framework import (
     unschedulable,
 )
 from scheduler.core.profile import Profile
+from scheduler.logs import V
 from tests.core.util import node, pinfo
 
 
@@ -238,6 +239,24 @@ def test_weighted_scores_pick_the_best_node() -> None:
     prof = Profile("p", [a, b2], filters=[], scores=[("A", 1), ("B", 1)])
     # n0: 100 + 25 = 125, n1: 0 + 50, n2: 50 + 100 = 150
     assert prof.schedule(CycleState(), pinfo("p"), cluster(3)).node == "n2"
+
+
+def test_at_v5_a_cycle_logs_the_top_nodes_and_the_plugin_that_decided(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = ScoreTable("A", {"n0": 100, "n1": 0, "n2": 50})
+    b = ScoreTable("B", {"n0": 0, "n1": 100, "n2": 60})
+    prof = Profile("p", [a, b], filters=[], scores=[("A", 1), ("B", 2)])
+    with caplog.at_level(V(4), logger="scheduler.core.profile"):
+        prof.schedule(CycleState(), pinfo("quiet"), cluster(3))
+    assert not [r for r in caplog.records if r.getMessage() == "Scored nodes"]
+    with caplog.at_level(V(5), logger="scheduler.core.profile"):
+        prof.schedule(CycleState(), pinfo("p"), cluster(3))
+    (rec,) = [r for r in caplog.records if r.getMessage() == "Scored nodes"]
+    got = rec.kv  # type: ignore[attr-defined]
+    # n1: 0 + 200 = 200, n2: 50 + 120 = 170, n0: 100 + 0 = 100; over n2, B gives n1 +80 (A: -50)
+    assert got["node"] == "n1" and got["top"] == "n1=200,n2=170,n0=100"
+    assert got["decidedBy"] == "B +80 over n2"
 
 
 def test_ties_are_broken_at_random() -> None:
