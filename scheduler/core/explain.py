@@ -9,7 +9,8 @@ node, the totals, and the nodes with the best total. A plugin with an
 ``explain_node(node)`` method adds what it read about the node (Dynamic: the
 metric values, their age, the hot value).
 
-It differs from a real cycle on purpose: every node is evaluated (no
+Filters and scores run one plugin over the list of nodes at a time, as in a cycle. It
+differs from a real cycle on purpose: every node is evaluated (no
 ``percentageOfNodesToScore`` sampling, no resuming from the last search),
 a single feasible node is scored too, ties are reported instead of broken
 at random, and pods nominated to nodes are not counted. With fewer than 100
@@ -26,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.filtering import FitError, SchedulingError
+from scheduler.core.filtering import FitError, SchedulingError, filter_nodes_of
 from scheduler.core.framework import Code, CycleState, Snapshot, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -206,18 +207,21 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
     else:
         names, excluded = frozenset(), None
 
-    feasible: list[NodeInfo] = []
-    for ni, n in zip(all_nodes, out.nodes, strict=True):
+    by_name = {n.node: n for n in out.nodes}
+    candidates = [ni for ni in all_nodes if excluded is None or ni.name in names]
+    for ni in all_nodes:
         if excluded is not None and ni.name not in names:
-            n.filters.append(excluded)
+            by_name[ni.name].filters.append(excluded)
+    # One plugin over the list at a time, as a cycle filters (filter_nodes where a plugin has
+    # it), every plugin over every candidate.
+    for p in profile.filters:
+        if p.name in skip or not candidates:
             continue
-        for p in profile.filters:
-            if p.name in skip:
-                continue
-            n.filters.append(_filter(p, state, pod, ni))
-        _details(profile, ni, n)
-        if n.feasible:
-            feasible.append(ni)
+        for ni, st in zip(candidates, _filter_nodes(p, state, pod, candidates), strict=True):
+            by_name[ni.name].filters.append(Verdict.of(p.name, st))
+    feasible = [ni for ni in candidates if by_name[ni.name].feasible]
+    for ni in candidates:
+        _details(profile, ni, by_name[ni.name])
 
     if not feasible:
         statuses = {
@@ -230,7 +234,6 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
 
     breakdown: list[tuple[str, int, list[int], list[int]]] = []
     profile.score(state, pod, feasible, breakdown)
-    by_name = {n.node: n for n in out.nodes}
     for plugin, weight, raw, normalized in breakdown:
         if not raw:
             out.skipped_scores.append(plugin)
@@ -246,15 +249,18 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
 _CODES = {code_name(c): c for c in Code}
 
 
-def _filter(p: Any, state: CycleState, pod: PodInfo, ni: NodeInfo) -> Verdict:
+def _filter_nodes(p: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status | None]:
     try:
-        st = p.filter(state, pod, ni)
+        results = filter_nodes_of(p)(state, pod, nodes)
     except Exception as e:  # a plugin bug: reported as the cycle would
-        logger.exception("Filter plugin failed", extra=kv(plugin=p.name, pod=pod.key, node=ni.name))
+        logger.exception("Filter plugin failed", extra=kv(plugin=p.name, pod=pod.key))
         raise SchedulingError(p.name, str(e)) from e
-    if st is not None and st.code == Code.ERROR:
-        raise SchedulingError(p.name, st.message())
-    return Verdict.of(p.name, st)
+    if results is None:
+        return [None] * len(nodes)
+    for st in results:
+        if st is not None and st.code == Code.ERROR:
+            raise SchedulingError(p.name, st.message())
+    return list(results)
 
 
 def _details(profile: Profile, ni: NodeInfo, n: NodeExplanation) -> None:
@@ -262,3 +268,86 @@ def _details(profile: Profile, ni: NodeInfo, n: NodeExplanation) -> None:
         describe = getattr(p, "explain_node", None)
         if callable(describe):
             n.details[p.name] = describe(ni)
+
+
+# --- the shadow's question, at a cycle's cost ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Where ours would put a pod, against one node (the active scheduler's choice)."""
+
+    best: list[str]
+    """The feasible nodes with the highest total ([] when none fits)."""
+    best_total: int | None
+    total: int | None
+    """Ours' total on the node compared (None: ours refuses it, or does not know it)."""
+    rejection: Verdict | None
+    """The filter (or PreFilter) that refuses the node compared."""
+    lead: tuple[str, int] | None
+    """The score plugin with the best node's largest weighted lead over the node compared."""
+    message: str = ""
+    """When no node fits: the FailedScheduling message."""
+    known: bool = True
+    """Whether the node compared is in the snapshot."""
+
+
+def compare(profile: Profile, pod: PodInfo, snapshot: Snapshot, node: str) -> Comparison:
+    """What :func:`explain` concludes about ``node`` and the best nodes, without keeping every
+    verdict: filters stop at a node's first rejection and only the totals are kept, so that
+    judging a bind costs about a scheduling cycle over every node (shadow mode)."""
+    state = CycleState()
+    all_nodes = snapshot.list()
+    known = snapshot.get(node) is not None
+    try:
+        skip, allowed = profile.run_pre_filter(state, pod, snapshot, len(all_nodes))
+    except FitError as e:
+        assert e.pre_filter is not None
+        return Comparison([], None, None, Verdict.of(*e.pre_filter), None, e.message(), known)
+    state.skip_filter = frozenset(skip)
+    statuses: dict[str, tuple[str, Status]] = {}
+    remaining = all_nodes
+    if allowed is not None:
+        names, plugins = allowed
+        st = Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            (f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(plugins))}]",),
+        )
+        remaining = [ni for ni in all_nodes if ni.name in names]
+        statuses = {ni.name: (sorted(plugins)[0], st) for ni in all_nodes if ni.name not in names}
+    for p in profile.filters:
+        if p.name in skip or not remaining:
+            continue
+        kept = []
+        for ni, result in zip(remaining, _filter_nodes(p, state, pod, remaining), strict=True):
+            if result is None:
+                kept.append(ni)
+            else:
+                statuses[ni.name] = (p.name, result)
+        remaining = kept
+    refused = statuses.get(node)
+    rejection = Verdict.of(refused[0], refused[1]) if refused is not None else None
+    if not remaining:
+        return Comparison(
+            [], None, None, rejection, None, FitError(len(all_nodes), statuses).message(), known
+        )
+    breakdown: list[tuple[str, int, list[int], list[int]]] = []
+    totals = profile.score(state, pod, remaining, breakdown)
+    top = max(totals)
+    best_at = [i for i, t in enumerate(totals) if t == top]
+    at = next((i for i, ni in enumerate(remaining) if ni.name == node), None)
+    lead = None
+    if at is not None and at not in best_at:
+        b = best_at[0]
+        leads = [((n[b] - n[at]) * w, name) for name, w, _, n in breakdown if n]
+        if leads:
+            points, plugin = max(leads)
+            lead = (plugin, points)
+    return Comparison(
+        [remaining[i].name for i in best_at],
+        top,
+        totals[at] if at is not None else None,
+        rejection,
+        lead,
+        known=known,
+    )

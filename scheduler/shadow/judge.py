@@ -1,9 +1,9 @@
 """Shadow mode's verdicts: what ours would have done with each pod the active scheduler placed.
 
 For every bind the informer reports (a pod of one of our profiles' names goes from
-unbound to bound), :meth:`Judge.bound` runs the profile on the cache as it stood just
-before that bind (the event handler calls it before the cache counts the pod) and
-records one :class:`Decision`:
+unbound to bound), :meth:`Judge.bound` runs the profile over every node on the cache as
+it stood just before that bind (the event handler calls it before the cache counts the
+pod; :func:`scheduler.core.explain.compare`) and records one :class:`Decision`:
 
 - ``same``: the active scheduler's node has ours' best total (a tie counts: ours breaks
   ties at random);
@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client import Counter as PromCounter
 
 from scheduler.core.cache import Cache
-from scheduler.core.explain import Explanation, explain
+from scheduler.core.explain import Comparison, compare
 from scheduler.core.filtering import SchedulingError
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.profile import Profile
@@ -81,35 +81,25 @@ def _camel(name: str) -> str:
     return head + "".join(w.title() for w in rest)
 
 
-def decide(ex: Explanation, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
+def decide(c: Comparison, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
     """(verdict, ours' node, ours' total, total on ``active_node``, plugin, reason) for a pod the
     active scheduler bound to ``active_node``."""
-    if not ex.best:
-        return UNSCHEDULABLE, "", None, None, "", ex.message
-    ours = ex.node(ex.best[0])
-    assert ours is not None
-    there = ex.node(active_node)
-    if active_node in ex.best:
-        tie = f" (tied with {len(ex.best) - 1} more)" if len(ex.best) > 1 else ""
-        return SAME, active_node, ours.total, ours.total, "", f"best total {ours.total}{tie}"
-    if there is None:
-        return DIFFERENT, ours.node, ours.total, None, "", f"{active_node} is not a node ours knows"
-    rejection = there.rejection
-    if rejection is not None:
-        return (
-            DIFFERENT,
-            ours.node,
-            ours.total,
-            None,
-            rejection.plugin,
-            f"ours refuses {active_node}: {rejection.message}",
-        )
-    lead = ex.deciding_plugin(ours.node, active_node)
-    plugin, points = lead if lead is not None else ("", 0)
-    reason = f"{ours.node} {ours.total} vs {active_node} {there.total}"
+    if not c.best:
+        return UNSCHEDULABLE, "", None, None, "", c.message
+    ours = c.best[0]
+    if active_node in c.best:
+        tie = f" (tied with {len(c.best) - 1} more)" if len(c.best) > 1 else ""
+        return SAME, active_node, c.best_total, c.best_total, "", f"best total {c.best_total}{tie}"
+    if not c.known:
+        return DIFFERENT, ours, c.best_total, None, "", f"{active_node} is not a node ours knows"
+    if c.rejection is not None:
+        reason = f"ours refuses {active_node}: {c.rejection.message}"
+        return DIFFERENT, ours, c.best_total, None, c.rejection.plugin, reason
+    plugin, points = c.lead if c.lead is not None else ("", 0)
+    reason = f"{ours} {c.best_total} vs {active_node} {c.total}"
     if plugin and points > 0:
         reason += f"; {plugin} +{points}"
-    return DIFFERENT, ours.node, ours.total, there.total, plugin, reason
+    return DIFFERENT, ours, c.best_total, c.total, plugin, reason
 
 
 @dataclass
@@ -176,11 +166,11 @@ class Judge:
         profile = self.profiles.get(pod.scheduler_name)
         if profile is None:
             return None
-        ex = self._explain(profile, pod)
-        if ex is None:
+        judged = self._compare(profile, pod, node)
+        if judged is None:
             return None
-        explained, cpu = ex
-        verdict, ours, ours_total, active_total, plugin, reason = decide(explained, node)
+        comparison, cpu = judged
+        verdict, ours, ours_total, active_total, plugin, reason = decide(comparison, node)
         return self._record(
             Decision(
                 self._clock(),
@@ -212,12 +202,10 @@ class Judge:
             profile = self.profiles.get(pi.scheduler_name)
             if profile is None:
                 continue
-            ex = self._explain(profile, pi)
-            if ex is None or not ex[0].best:
+            judged = self._compare(profile, pi, "")
+            if judged is None or not judged[0].best:
                 continue
-            explained, cpu = ex
-            best = explained.node(explained.best[0])
-            assert best is not None
+            comparison, cpu = judged
             with self._lock:
                 self._placeable_seen.add(uid)
             message = _condition_message(raw)
@@ -229,8 +217,8 @@ class Judge:
                         profile.name,
                         PLACEABLE,
                         "",
-                        best.node,
-                        best.total,
+                        comparison.best[0],
+                        comparison.best_total,
                         None,
                         "",
                         f"left Pending by the active scheduler ({message})" if message else "left Pending",
@@ -245,17 +233,17 @@ class Judge:
         with self._lock:
             self._placeable_seen.discard(uid)
 
-    def _explain(self, profile: Profile, pod: PodInfo) -> tuple[Explanation, float] | None:
+    def _compare(self, profile: Profile, pod: PodInfo, node: str) -> tuple[Comparison, float] | None:
         start = time.thread_time()
         try:
             with self.cache.lock:
-                ex = explain(profile, pod, self.cache)
+                c = compare(profile, pod, self.cache, node)
         except SchedulingError as e:
             logger.warning("Shadow decision failed", extra=kv(pod=pod.key, err=str(e)))
             return None
         cpu = time.thread_time() - start
         self._cpu.observe(cpu)
-        return ex, cpu
+        return c, cpu
 
     def _record(self, d: Decision) -> Decision:
         with self._lock:

@@ -7,7 +7,7 @@ import random
 from scheduler.cluster.informers import ObjectStore
 from scheduler.config import default_config
 from scheduler.core.cache import Cache
-from scheduler.core.explain import explain
+from scheduler.core.explain import compare, explain
 from scheduler.core.framework import CycleState
 from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
@@ -134,3 +134,34 @@ def test_node_selector_narrowing_shows_in_pre_filter():
     assert ex.best == ["b"]
     assert ex.node("a").rejection.plugin == "NodeAffinity"
     assert any(v.plugin == "NodeAffinity" and "only node(s) b" in v.message for v in ex.pre_filter)
+
+
+def test_compare_concludes_what_explain_does():
+    """Shadow mode's lean path: the same best nodes, totals, refusing filter and lead."""
+    rng = random.Random(11)
+    for trial in range(40):
+        c = Cache()
+        for i in range(8):
+            taints = [{"key": "k", "value": "v", "effect": "NoSchedule"}] if rng.random() < 0.2 else None
+            c.add_node(
+                node(f"n{i}", cpu=str(rng.choice([1, 2, 4])), taints=taints, unschedulable=rng.random() < 0.1)
+            )
+        for j in range(rng.randrange(10)):
+            c.add_pod(pinfo(f"b{trial}-{j}", cpu="500m", memory="1Gi", node=f"n{rng.randrange(8)}"))
+        prof = default_profile(c)
+        pi = pinfo(f"p{trial}", cpu=rng.choice(["100m", "1", "3"]))
+        ex = explain(prof, pi, c)
+        for other in ("n0", f"n{rng.randrange(8)}", "gone"):
+            got = compare(prof, pi, c, other)
+            assert got.best == ex.best, trial
+            assert got.known == (other != "gone")
+            if not ex.best:
+                assert got.message == ex.message
+                continue
+            assert got.best_total == ex.node(ex.best[0]).total
+            there = ex.node(other)
+            assert got.total == (there.total if there is not None else None)
+            assert got.rejection == (there.rejection if there is not None else None)
+            if there is not None and there.feasible and other not in ex.best:
+                assert got.lead is not None
+                assert got.lead[1] == ex.deciding_plugin(ex.best[0], other)[1]
