@@ -14,7 +14,7 @@ from kubernetes import client
 
 from e2e.kube import docker_exec
 from scheduler.serving.tls import self_signed_certificate
-from tests.webhook import BindingWebhook, Refusal, WriteWebhook
+from tests.webhook import BindingWebhook, Refusal, WebhookTLS, WriteWebhook
 
 
 def host_address(node: str) -> str:
@@ -30,14 +30,17 @@ def kind_binding_webhook(
 ) -> BindingWebhook:
     """A webhook on this machine that ``control_plane``'s kube-apiserver calls for the
     namespace's bindings; ``decide(pod, node)`` refuses or allows each."""
-    address = host_address(control_plane)
-    cert, key = self_signed_certificate([address])
-    return BindingWebhook(api, namespace, decide, listen=address, cert_pem=cert, key_pem=key, ca_pem=cert)
+    return BindingWebhook(api, namespace, decide, gateway_tls(control_plane))
 
 
 def kind_write_webhook(api: client.ApiClient, namespace: str, control_plane: str, user: str) -> WriteWebhook:
     """A webhook on this machine that ``control_plane``'s kube-apiserver calls for every write
     of ``user``: each is recorded and refused (the probe lives in ``namespace``)."""
+    return WriteWebhook(api, namespace, user, gateway_tls(control_plane))
+
+
+def gateway_tls(control_plane: str) -> WebhookTLS:
+    """Listening on the docker network's gateway, with a self-signed certificate for it."""
     address = host_address(control_plane)
     cert, key = self_signed_certificate([address])
-    return WriteWebhook(api, namespace, user, listen=address, cert_pem=cert, key_pem=key, ca_pem=cert)
+    return WebhookTLS(address, cert, key, cert)

@@ -54,17 +54,30 @@ class BindingSeen:
     """The code it was refused with; None: allowed."""
 
 
+@dataclass(frozen=True)
+class WebhookTLS:
+    """Where a webhook listens, its serving certificate and key, and the CA the API server trusts it by."""
+
+    listen: str
+    cert_pem: bytes
+    key_pem: bytes
+    ca_pem: bytes
+
+
 class _Webhook:
     """The HTTPS server, the ValidatingWebhookConfiguration and its readiness probe (a dry-run
     ConfigMap in ``namespace`` that the first webhook refuses with "probe")."""
 
     prefix = "test-webhook"
 
-    def __init__(
-        self, admin: ApiClient, namespace: str, *, listen: str, cert_pem: bytes, key_pem: bytes, ca_pem: bytes
-    ) -> None:
+    def __init__(self, admin: ApiClient, namespace: str, tls: WebhookTLS) -> None:
         self.admin, self.namespace = admin, namespace
-        self.listen, self.cert_pem, self.key_pem, self.ca_pem = listen, cert_pem, key_pem, ca_pem
+        self.listen, self.cert_pem, self.key_pem, self.ca_pem = (
+            tls.listen,
+            tls.cert_pem,
+            tls.key_pem,
+            tls.ca_pem,
+        )
         self.name = f"{self.prefix}-{uuid.uuid4().hex[:6]}"
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -188,14 +201,10 @@ class BindingWebhook(_Webhook):
         admin: ApiClient,
         namespace: str,
         decide: Callable[[str, str], Refusal | None],
-        *,
-        listen: str,
-        cert_pem: bytes,
-        key_pem: bytes,
-        ca_pem: bytes,
+        tls: WebhookTLS,
     ) -> None:
         """``decide(pod, node)``: None to allow that binding, else how to refuse it."""
-        super().__init__(admin, namespace, listen=listen, cert_pem=cert_pem, key_pem=key_pem, ca_pem=ca_pem)
+        super().__init__(admin, namespace, tls)
         self.decide = decide
         self.seen: list[BindingSeen] = []
 
@@ -265,13 +274,9 @@ class WriteWebhook(_Webhook):
         admin: ApiClient,
         namespace: str,
         user: str,
-        *,
-        listen: str,
-        cert_pem: bytes,
-        key_pem: bytes,
-        ca_pem: bytes,
+        tls: WebhookTLS,
     ) -> None:
-        super().__init__(admin, namespace, listen=listen, cert_pem=cert_pem, key_pem=key_pem, ca_pem=ca_pem)
+        super().__init__(admin, namespace, tls)
         self.user = user
         self.seen: list[WriteSeen] = []
 

@@ -23,34 +23,9 @@ from kubernetes.client import ApiClient
 from scheduler.cli import main
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
-from tests.cluster.util import bound_node, kept_to_nodes_config, scheduler_running
+from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
 
 pytestmark = pytest.mark.apiserver
-
-
-def make_sized_node(admin: ApiClient, name: str, label: str, cpu: str) -> None:
-    api_request(
-        admin,
-        "POST",
-        "/api/v1/nodes",
-        body={
-            "metadata": {"name": name, "labels": {"explain-test": label}},
-            "status": {"capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"}},
-        },
-    )
-
-
-def pod_body(name: str, scheduler: str, cpu: str = "2") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": scheduler,
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
-            "containers": [
-                {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
-            ],
-        },
-    }
 
 
 @pytest.fixture
@@ -60,7 +35,7 @@ def cluster(
     label = f"x{uuid.uuid4().hex[:6]}"
     nodes = {size: f"{label}-{size}" for size in ("small", "mid", "big")}
     for size, cpu in (("small", "1"), ("mid", "4"), ("big", "6")):
-        make_sized_node(admin, nodes[size], label, cpu)
+        make_node(admin, nodes[size], {"explain-test": label}, cpu=cpu, memory="32Gi")
     profile = f"explain-{label}"
     config = kept_to_nodes_config(apiserver, profile, "explain-test", label)
     path = tmp_path / "config.yaml"
@@ -88,7 +63,7 @@ def explain_json(capsys: pytest.CaptureFixture[str], target: str, args: list[str
 
 def test_pending_pod_names_the_plugin_rejecting_each_node(admin, cluster, capsys):
     ns, nodes = cluster["namespace"], cluster["nodes"]
-    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("web", cluster["profile"]))
+    create_pod(admin, ns, "web", cluster["profile"], cpu="2")
 
     doc = explain_json(capsys, f"{ns}/web", cluster["args"])
 
@@ -118,9 +93,7 @@ def test_pending_pod_names_the_plugin_rejecting_each_node(admin, cluster, capsys
 
 def test_a_pod_nowhere_fits(admin, cluster, capsys):
     ns = cluster["namespace"]
-    api_request(
-        admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("huge", cluster["profile"], "64")
-    )
+    create_pod(admin, ns, "huge", cluster["profile"], cpu="64")
     doc = explain_json(capsys, f"{ns}/huge", cluster["args"])
     assert doc["best"] == []
     assert "3 Insufficient cpu" in doc["message"]
@@ -130,7 +103,7 @@ def test_a_pod_nowhere_fits(admin, cluster, capsys):
 def test_bound_pod_agrees_when_ours_chose_it_and_says_so_when_another_did(admin, cluster, capsys):
     ns, nodes = cluster["namespace"], cluster["nodes"]
     with scheduler_running(cluster["config"], cluster["tmp"]):
-        api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("ours", cluster["profile"]))
+        create_pod(admin, ns, "ours", cluster["profile"], cpu="2")
         chosen = bound_node(admin, ns, "ours")
     doc = explain_json(capsys, f"{ns}/ours", cluster["args"])
     assert doc["boundNode"] == chosen == nodes["big"]
@@ -142,7 +115,7 @@ def test_bound_pod_agrees_when_ours_chose_it_and_says_so_when_another_did(admin,
     api_request(admin, "DELETE", path, query=[("gracePeriodSeconds", "0")])
 
     # Another "scheduler" binds a pod to mid, where it fits but scores lower.
-    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("theirs", "someone-else"))
+    create_pod(admin, ns, "theirs", "someone-else", cpu="2")
     api_request(
         admin,
         "POST",
@@ -162,7 +135,7 @@ def test_errors_are_one_line(admin, cluster, capsys):
     assert main(["explain", f"{ns}/missing", *cluster["args"]]) == 1
     assert capsys.readouterr().err == f"error: explain: pod {ns}/missing not found\n"
 
-    api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body("odd", "nobody"))
+    create_pod(admin, ns, "odd", "nobody", cpu="2")
     assert main(["explain", f"{ns}/odd", *cluster["args"]]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: explain: pod {ns}/odd: spec.schedulerName: 'nobody' is not a profile")

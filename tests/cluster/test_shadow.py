@@ -35,46 +35,13 @@ from scheduler.config import load_config
 from scheduler.config.options import AuthorizationOptions, Options, ServingOptions
 from scheduler.shadow import judge as judge_module
 from tests.apiserver import ControlPlane, free_port
-from tests.cluster.util import bound_node, only_nodes_labelled, wait_until
+from tests.cluster.util import bound_node, create_pod, make_node, only_nodes_labelled, wait_until
+from tests.cluster.webhook import loopback_tls
 from tests.webhook import WriteSeen, WriteWebhook
 
 pytestmark = pytest.mark.apiserver
 
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-
-
-def make_sized_node(admin: ApiClient, name: str, label: str, cpu: str) -> None:
-    api_request(
-        admin,
-        "POST",
-        "/api/v1/nodes",
-        body={
-            "metadata": {"name": name, "labels": {"shadow-test": label}},
-            "status": {"capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"}},
-        },
-    )
-
-
-def create(admin: ApiClient, ns: str, name: str, scheduler: str, cpu: str) -> None:
-    api_request(
-        admin,
-        "POST",
-        f"/api/v1/namespaces/{ns}/pods",
-        body={
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": scheduler,
-                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": cpu}},
-                    }
-                ],
-            },
-        },
-    )
 
 
 def bind(admin: ApiClient, ns: str, name: str, node: str) -> None:
@@ -96,7 +63,7 @@ def shadow(
     label = f"s{uuid.uuid4().hex[:6]}"
     nodes = {n: f"{label}-{n}" for n in ("a", "b", "big")}
     for n, cpu in (("a", "4"), ("b", "4"), ("big", "8")):
-        make_sized_node(admin, nodes[n], label, cpu)
+        make_node(admin, nodes[n], {"shadow-test": label}, cpu=cpu, memory="32Gi")
     kept = [only_nodes_labelled("shadow-test", label)]
     p, q = f"p-{label}", f"q-{label}"
     go = apiserver.start_kube_scheduler(
@@ -152,18 +119,18 @@ def test_shadow_judges_every_bind_and_writes_nothing(apiserver, admin, shadow, c
 
     # kube-scheduler places P's pods; ours agrees on each.
     for i in range(6):
-        create(admin, ns, f"web-{i}", p, "500m")
+        create_pod(admin, ns, f"web-{i}", p, cpu="500m")
         bound_node(admin, ns, f"web-{i}")
     got = decisions(app, 6)
     assert [d["verdict"] for d in got] == ["same"] * 6, json.dumps(got, indent=1)
     assert all(d["activeNode"] == d["oursNode"] or "tied" in d["reason"] for d in got)
 
     # Q's pods are bound by "another scheduler": the test.
-    create(admin, ns, "worse", q, "1")
+    create_pod(admin, ns, "worse", q, cpu="1")
     bind(admin, ns, "worse", nodes["a"])
-    create(admin, ns, "refused", q, "6")
+    create_pod(admin, ns, "refused", q, cpu="6")
     bind(admin, ns, "refused", nodes["a"])
-    create(admin, ns, "huge", q, "64")
+    create_pod(admin, ns, "huge", q, cpu="64")
     bind(admin, ns, "huge", nodes["big"])
     got = decisions(app, 9)[6:]
     by_pod = {d["pod"].split("/")[1]: d for d in got}
@@ -186,7 +153,7 @@ def test_shadow_judges_every_bind_and_writes_nothing(apiserver, admin, shadow, c
     assert "Insufficient cpu" in huge["reason"]
 
     # A pod the active scheduler gave up on, that ours would place.
-    create(admin, ns, "waiting", q, "1")
+    create_pod(admin, ns, "waiting", q, cpu="1")
     api_request(
         admin,
         "PATCH",
@@ -252,10 +219,7 @@ def test_report_errors_are_one_line(capsys):
 def test_the_write_webhook_records_and_refuses_its_users_writes_only(apiserver, admin, namespace):
     """The tool of the e2e suite's no-write check sees a write of its user, and only theirs."""
     user = f"someone-{uuid.uuid4().hex[:6]}"
-    crt, key = apiserver.ca.issue("webhook", server=True)
-    hook = WriteWebhook(
-        admin, namespace, user, listen="127.0.0.1", cert_pem=crt, key_pem=key, ca_pem=apiserver.ca.pem
-    )
+    hook = WriteWebhook(admin, namespace, user, loopback_tls(apiserver))
     body = {"metadata": {"name": "canary"}}
     with hook:
         api_request(admin, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)

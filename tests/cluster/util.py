@@ -31,8 +31,14 @@ def wait_until(check: Callable[[], T], timeout: float, what: str, interval: floa
 
 
 def make_node(
-    admin: ApiClient, name: str | None = None, labels: dict[str, str] | None = None
+    admin: ApiClient,
+    name: str | None = None,
+    labels: dict[str, str] | None = None,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
 ) -> dict[str, Any]:
+    """A node of this capacity (the API server defaults its allocatable to it); no kubelet."""
     name = name or f"node-{uuid.uuid4().hex[:6]}"
     return api_request(
         admin,
@@ -40,7 +46,7 @@ def make_node(
         "/api/v1/nodes",
         body={
             "metadata": {"name": name, "labels": labels or {}},
-            "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"}},
         },
     )
 
@@ -124,12 +130,17 @@ def create_pod(
     *,
     image: str = "registry.k8s.io/pause:3.10",
     volumes: list[dict[str, Any]] | None = None,
+    cpu: str | None = None,
 ) -> dict[str, Any]:
-    """A pod for ``scheduler`` that tolerates nodes without a Ready condition (no kubelets here)."""
+    """A pod for ``scheduler`` that tolerates nodes without a Ready condition (no kubelets here),
+    requesting ``cpu`` if given."""
+    container: dict[str, Any] = {"name": "c", "image": image}
+    if cpu:
+        container["resources"] = {"requests": {"cpu": cpu}}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
-        "containers": [{"name": "c", "image": image}],
+        "containers": [container],
     }
     if volumes:
         spec["volumes"] = volumes

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kubernetes.client import ApiClient
 
 from tests.apiserver import ControlPlane
-from tests.webhook import BindingWebhook, Refusal
+from tests.webhook import BindingWebhook, Refusal, WebhookTLS
 
 
 def scripted_webhook(
@@ -18,13 +18,12 @@ def scripted_webhook(
 ) -> BindingWebhook:
     """``deny``: (HTTP code, Retry-After seconds or None) for the first bindings, in order."""
     script = list(deny)
-    crt, key = cp.ca.issue("webhook", server=True)
     return BindingWebhook(
-        admin,
-        namespace,
-        lambda pod, node: script.pop(0) if script else None,
-        listen="127.0.0.1",
-        cert_pem=crt,
-        key_pem=key,
-        ca_pem=cp.ca.pem,
+        admin, namespace, lambda pod, node: script.pop(0) if script else None, loopback_tls(cp)
     )
+
+
+def loopback_tls(cp: ControlPlane) -> WebhookTLS:
+    """A webhook on loopback with a certificate of the test CA, which the API server trusts."""
+    crt, key = cp.ca.issue("webhook", server=True)
+    return WebhookTLS("127.0.0.1", crt, key, cp.ca.pem)
