@@ -48,7 +48,9 @@ class _StrictLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if isinstance(key, str | int | float | bool) and key in seen:
+            if not isinstance(key, str | int | float | bool):
+                continue  # a mapping or list as a key: SafeLoader refuses it as unhashable
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f'duplicate key "{key}"', key_node.start_mark
                 )
