@@ -4,6 +4,7 @@
   passes ``kubectl apply --dry-run=server``;
 - the lease method's ServiceAccount may do exactly what the scheduler needs
   (``kubectl auth can-i --list``, less what any ServiceAccount may do);
+- the scheduler image renders the manifests it carries (`docker run IMAGE render`);
 - a static deploy whose kube-scheduler manifest or staticPodPath is not where
   expected stops with one clear line and changes nothing.
 """
@@ -227,3 +228,21 @@ def test_static_deploy_stops_when_the_manifests_are_not_where_expected(
         rbac.read_namespaced_role("dynamic-scheduler:my-scheduler-lease", "kube-system")
     assert e.value.status == 404
     assert not core.list_namespaced_pod("kube-system", label_selector="component=my-scheduler").items
+
+
+@pytest.mark.parametrize("method", ["lease", "shadow"])
+def test_the_image_renders_the_manifests_it_carries(test_image: str, method: str) -> None:
+    """``docker run --rm IMAGE render`` prints what the checkout renders: the manifests travel
+    inside the package (setup.py), not only in a checkout."""
+    docker = subprocess.run(
+        ["docker", "run", "--rm", test_image, "render", method], capture_output=True, text=True, timeout=120
+    )
+    assert docker.returncode == 0, docker.stderr
+    local = cli("render", method)
+    assert docker.stdout == local.stdout
+    version = subprocess.run(
+        ["docker", "run", "--rm", test_image, "version"], capture_output=True, text=True, timeout=120
+    )
+    assert version.returncode == 0 and re.search(
+        r"^commit: ([0-9a-f]{40}(-dirty)?)$", version.stdout, re.M
+    ), version

@@ -39,6 +39,7 @@ from scheduler.config.options import (
 )
 from scheduler.config.writing import dump_config
 from scheduler.logs import kv
+from scheduler.version import describe as describe_version
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +186,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         help="check the configuration and the Dynamic policy files as a start would, then exit "
         "(ours, not kube-scheduler's)",
     )
-    misc.add_argument("--version", action="store_true", help="print the version and exit")
+    misc.add_argument(
+        "--version",
+        action="store_true",
+        help="print the version, its commit and Kubernetes release, and exit",
+    )
 
     client = p.add_argument_group("client (override clientConnection)")
     client.add_argument(
@@ -363,6 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_flags(run)
     run.set_defaults(handler=_run)
+    version = commands.add_parser(
+        "version",
+        help="the version, the commit it was built from, the Kubernetes release it is tested against",
+    )
+    version.set_defaults(handler=_version)
     for name, (_, help_text) in DELEGATED.items():
         commands.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -477,10 +487,14 @@ def _write_config(config: Any, path: str) -> None:
     logger.info("Wrote configuration", extra=kv(file=path))
 
 
+def _version(ns: argparse.Namespace) -> int:
+    sys.stdout.write(describe_version())
+    return 0
+
+
 def _run(ns: argparse.Namespace) -> int:
     if ns.version:
-        print(f"{PROG} v{__version__}")
-        return 0
+        return _version(ns)
     logs.setup(ns.v, ns.logging_format)
     config = load_config(ns.config, policies=False) if ns.config else default_config()
     config = apply_flags(config, ns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from scheduler import __version__
 from scheduler.cli import main
 from scheduler.config import load_config, parse_config
 from scheduler.config.options import Options
+from scheduler.version import KUBERNETES_RELEASE
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "tests" / "config" / "data" / "seed-scheduler-config.yaml"
@@ -362,7 +364,19 @@ def test_missing_application(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"dynamic-scheduler v{__version__}"
+    out = capsys.readouterr().out
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out == out
+    lines = out.splitlines()
+    assert lines[0] == f"dynamic-scheduler v{__version__}"
+    assert re.fullmatch(r"commit: ([0-9a-f]{40}(-dirty)?|unknown)", lines[1]), lines[1]
+    assert lines[2] == f"kubernetes: {KUBERNETES_RELEASE} (tested against)"
+
+
+def test_the_kubernetes_release_is_the_pinned_one() -> None:
+    go_mod = (Path(__file__).parents[1] / "hack" / "tools" / "go.mod").read_text()
+    pinned = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", go_mod, re.M)
+    assert pinned is not None and pinned.group(1) == KUBERNETES_RELEASE
 
 
 def test_help(capsys: pytest.CaptureFixture[str]) -> None:

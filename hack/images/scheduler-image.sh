@@ -19,6 +19,9 @@ fi
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 log "building wheels"
+# setuptools builds in ./build and never empties it: a module deleted since the last build
+# would still be packed. Our wheel is built from scratch.
+rm -rf "$REPO_ROOT/build"
 "$PY" -m pip wheel --quiet --disable-pip-version-check -w "$ctx/wheels/deps" "$REPO_ROOT" >"$ctx/pip.log" 2>&1 \
   || { tail -5 "$ctx/pip.log" >&2; die "pip wheel failed (is PyPI reachable?)"; }
 # Ours apart from the dependencies (see the Dockerfile: their layer stays cached).

@@ -110,7 +110,7 @@ def add_values_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--manifests",
         metavar="DIR",
-        help="the manifests folder (default: $DYNAMIC_SCHEDULER_MANIFESTS, else the source tree's)",
+        help="the manifests folder (default: $DYNAMIC_SCHEDULER_MANIFESTS, else the installed package's, else the source tree's)",
     )
 
 

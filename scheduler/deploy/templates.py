@@ -204,12 +204,15 @@ class Rendered:
 
 
 def find_manifests(explicit: str | None = None) -> Path:
-    """The manifests folder: ``explicit``, else $DYNAMIC_SCHEDULER_MANIFESTS, else the source tree's."""
+    """The manifests folder: ``explicit``, else $DYNAMIC_SCHEDULER_MANIFESTS, else the installed
+    package's (``scheduler/manifests``, copied there by the build: setup.py), else the source
+    tree's."""
     candidates = [Path(explicit)] if explicit else []
     if not explicit and os.environ.get(MANIFESTS_ENV):
         candidates.append(Path(os.environ[MANIFESTS_ENV]))
     if not candidates:
-        candidates = [Path(__file__).resolve().parents[2] / "manifests", Path.cwd() / "manifests"]
+        here = Path(__file__).resolve()
+        candidates = [here.parents[1] / "manifests", here.parents[2] / "manifests"]
     for c in candidates:
         if (c / "values.yaml").is_file():
             return c
