@@ -99,7 +99,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def ours_is_the_scheduler(kind_cluster: KindCluster) -> Iterator[str]:
     """The lease method deployed (``make deploy-lease``) for the whole module; restored after.
 
-    Yields the holder identity of kube-system/kube-scheduler (one of our replicas)."""
+    Yields the last line deploy printed (which of our replicas schedules, since when)."""
     from e2e.deploying import deploy, restore
 
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))

@@ -80,6 +80,11 @@ class Deployed:
     leader: str
     kube_scheduler_restarts: int
     watch: LeaseWatch
+    right_after: str
+    """A pod created in RIGHT_AFTER_NS the moment ``deploy lease`` returned."""
+
+
+RIGHT_AFTER_NS = "e2e-lease-right-after-deploy"
 
 
 def ks_status(core: client.CoreV1Api) -> client.V1ContainerStatus:
@@ -118,7 +123,9 @@ def with_history(deployed: Deployed, since: float, fn, *args):
 
 
 @pytest.fixture(scope="module")
-def deployed(kind_cluster, api: client.ApiClient, core: client.CoreV1Api) -> Iterator[Deployed]:
+def deployed(
+    kind_cluster, api: client.ApiClient, core: client.CoreV1Api, test_image: str
+) -> Iterator[Deployed]:
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
     before = read_lease(api)
     assert holder(before) and not annotated_ours(before), (
@@ -127,11 +134,16 @@ def deployed(kind_cluster, api: client.ApiClient, core: client.CoreV1Api) -> Ite
     restarts = ks_status(core).restart_count
     with watch_lease(api) as lw:
         start = time.time()
+        core.create_namespace({"metadata": {"name": RIGHT_AFTER_NS}})
         try:
             res = deploy("lease", "--timeout", "240")
+            sleeper(
+                core, RIGHT_AFTER_NS, "right-after-deploy", os.environ.get("IMG", "dynamic-scheduler:dev")
+            )
             lease, leader = wait_ours_hold(api, core, 30)
-            yield Deployed(start, res, lease, leader, restarts, lw)
+            yield Deployed(start, res, lease, leader, restarts, lw, "right-after-deploy")
         finally:
+            core.delete_namespace(RIGHT_AFTER_NS, propagation_policy="Background")
             try:
                 restore("lease")
             finally:
@@ -166,6 +178,21 @@ def test_takeover_one_of_ours_holds_the_lease(deployed: Deployed, core: client.C
     # Whoever held the Lease before is a foreign holder: it is taken once, not lapsed.
     first_ours = deployed.watch.wait_for("ours", lambda c: annotated_ours(c.lease), 1)
     assert first_ours.lease["spec"]["leaseTransitions"] >= 1
+
+
+def test_deploy_returns_once_ours_schedules_and_a_pod_created_then_is_bound_by_ours(
+    deployed: Deployed, core: client.CoreV1Api
+) -> None:
+    m = re.search(
+        r"^(\S+) is scheduling since (\S+): ([\d.]+)s after it held the Lease, ([\d.]+)s after the apply$",
+        deployed.result.stdout,
+        re.M,
+    )
+    assert m, deployed.result.stdout
+    record(SUITE, "deploy_hold_to_scheduling_s", float(m.group(3)))
+    controller, instance, _ = bound_by(core, RIGHT_AFTER_NS, deployed.right_after, 60)
+    assert controller == "default-scheduler"
+    assert instance == f"default-scheduler-{m.group(1)}", f"bound by {instance}, not by ours ({m.group(1)})"
 
 
 def test_the_secure_port_authenticates_and_authorizes_as_kube_schedulers(

@@ -105,6 +105,10 @@ logger = logging.getLogger(__name__)
 
 HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
 RESTORING_ANNOTATION = "dynamic-scheduler.io/restoring"
+LEADING_ANNOTATION = "dynamic-scheduler.io/leading-since"
+"""When the holder (ours: see ``annotated_as_ours``) started leading, i.e. scheduling: written
+by the first renew after it; absent while a holder of ours waits (after a takeover, the safe
+wait). ``deploy lease`` waits for it."""
 """Set on the Lease by ``dynamic-scheduler restore`` while it gives the Lease back: no takeover then."""
 JITTER_FACTOR = 1.2
 EXPIRY_MARGIN = 0.01
@@ -141,6 +145,15 @@ def being_restored(lease: dict[str, Any]) -> bool:
     """``restore`` is giving this Lease back to kube-scheduler (see the module docstring)."""
     ann = (lease.get("metadata") or {}).get("annotations") or {}
     return bool(ann.get(RESTORING_ANNOTATION))
+
+
+def leading_since(lease: dict[str, Any] | None) -> str | None:
+    """When the Lease's holder, one of ours, started leading (RFC 3339), or None while it waits
+    or when the holder is not ours."""
+    if lease is None or not annotated_as_ours(lease):
+        return None
+    value = ((lease.get("metadata") or {}).get("annotations") or {}).get(LEADING_ANNOTATION)
+    return str(value) if value else None
 
 
 def annotated_as_ours(lease: dict[str, Any]) -> bool:
@@ -226,6 +239,8 @@ class LeaderElector:
         self._observed_time = 0.0
         self._reported_leader: str | None = None
         self._lead_at: float | None = None  # when to start leading after a takeover
+        self._leading_since: str | None = None  # LEADING_ANNOTATION's value, once leading
+        self._announced = False  # the Lease written carries it
         self._acquiring = False  # takeover is for acquiring at start only, never once we have led
         self.takeovers = 0
         self.path = (
@@ -452,7 +467,7 @@ class LeaderElector:
                 return
             logger.log(V(5), "Successfully renewed lease", extra=kv(lock=self._describe()))
             self._maybe_start_leading()
-            wait = c.retry_period
+            wait = 0.0 if self.leading.is_set() and not self._announced else c.retry_period
             if self._lead_at is not None:
                 wait = max(0.0, min(wait, self._lead_at - self.clock()))
             self._stop.wait(wait)
@@ -463,6 +478,7 @@ class LeaderElector:
         if self._lead_at is not None and self.clock() < self._lead_at:
             return
         self._lead_at = None
+        self._leading_since = micro_time()
         self.leading.set()
         self.gauge.set(1)
         logger.info("Started leading", extra=kv(lock=self._describe(), identity=self.identity))
@@ -498,6 +514,7 @@ class LeaderElector:
             try:
                 self._lease = self._put(self._with_spec(self._lease, record), timeout=left())
                 self._set_observed(self._lease)
+                self._announced = self._leading_since is not None
                 return True
             except Exception as e:  # noqa: BLE001 - fall back to the slow path as client-go
                 logger.log(
@@ -561,6 +578,7 @@ class LeaderElector:
             logger.error("Failed to update lease", extra=kv(lock=self._describe(), err=_err(e)))
             return False
         self._set_observed(self._lease)
+        self._announced = self._leading_since is not None
         if takeover:
             self.takeovers += 1
             wait = self.safe_takeover_wait(float(old.get("leaseDurationSeconds") or c.lease_duration))
@@ -616,6 +634,10 @@ class LeaderElector:
         meta = dict(lease.get("metadata") or {})
         ann = dict(meta.get("annotations") or {})
         ann[HOLDER_ANNOTATION] = spec["holderIdentity"] if annotate is None else annotate
+        if annotate is None and self._leading_since is not None:
+            ann[LEADING_ANNOTATION] = self._leading_since
+        else:  # acquiring, waiting, or giving the Lease up: not leading (yet)
+            ann.pop(LEADING_ANNOTATION, None)
         meta["annotations"] = ann
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 

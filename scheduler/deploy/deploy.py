@@ -3,7 +3,10 @@
 - **lease**: apply the Deployment and its RBAC, wait for the rollout, then for
   the takeover: by default the scheduler's own ``--leader-elect-takeover``
   (values ``takeover: true``) takes ``kube-system/kube-scheduler``; the command
-  waits until the Lease names one of our pods. ``--method=seed`` is the field
+  waits until the Lease names one of our pods, then (unless ``--return-at-lease``)
+  until that pod schedules: its first renew after the safe wait writes the
+  annotation ``dynamic-scheduler.io/leading-since``. From then on kube-scheduler
+  has stopped, so a pod created after the command returns is bound by ours. ``--method=seed`` is the field
   note's procedure, for comparison: the scheduler runs without takeover and the
   command deletes kube-scheduler's pod and the Lease, optionally again every
   ``--seed-repeat-every`` seconds, at most ``--seed-max-tries`` times.
@@ -35,7 +38,7 @@ import yaml
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.leaderelection import annotated_as_ours, being_restored
+from scheduler.cluster.leaderelection import annotated_as_ours, being_restored, leading_since
 from scheduler.deploy import cmdline, static
 from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.deploy.kube import Cluster, Need
@@ -108,10 +111,34 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         holder = _seed_takeover(api, le["resourceNamespace"], le["resourceName"], ours, what, ns)
     else:
         holder, _ = wait_holder(api, le["resourceNamespace"], le["resourceName"], ours, what, ns.timeout)
-    now = time.monotonic()
+    held_at = time.monotonic()
     _out(
         f"{le['resourceNamespace']}/{le['resourceName']} is held by {holder} (pod {holder_host(holder)}): "
-        f"{now - ready_at:.1f}s after the replicas were ready, {now - start:.1f}s after the apply"
+        f"{held_at - ready_at:.1f}s after the replicas were ready, {held_at - start:.1f}s after the apply"
+    )
+    if ns.return_at_lease:
+        return 0
+    since: list[str] = []
+
+    def scheduling(lease: dict[str, Any] | None) -> bool:
+        # The holder may change meanwhile (a failover): any of ours leading will do.
+        when = leading_since(lease) if ours(lease) else None
+        since[:] = [when] if when else []
+        return bool(when)
+
+    holder, _ = wait_holder(
+        api,
+        le["resourceNamespace"],
+        le["resourceName"],
+        scheduling,
+        f"{holder_host(holder)} scheduling (after the safe wait of a takeover)",
+        ns.timeout,
+        interval=0.2,
+    )
+    now = time.monotonic()
+    _out(
+        f"{holder_host(holder)} is scheduling since {since[0]}: {now - held_at:.1f}s after it held the Lease, "
+        f"{now - start:.1f}s after the apply"
     )
     return 0
 
@@ -363,6 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         cmdline.add_log_flags(sp)
         if name == "lease":
+            sp.add_argument(
+                "--return-at-lease",
+                action="store_true",
+                help="return once one of ours holds the Lease, not once it schedules (after a "
+                "takeover's safe wait, 17 s with the defaults)",
+            )
             g = sp.add_argument_group("takeover")
             g.add_argument(
                 "--method",

@@ -17,9 +17,11 @@ from prometheus_client import CollectorRegistry, Gauge
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.leaderelection import (
     HOLDER_ANNOTATION,
+    LEADING_ANNOTATION,
     RESTORING_ANNOTATION,
     LeaderElectionConfig,
     LeaderElector,
+    leading_since,
 )
 from tests.apiserver import ControlPlane
 from tests.cluster.netproxy import TCPProxy
@@ -75,6 +77,7 @@ def test_acquires_an_absent_lease_and_writes_client_go_fields(admin, lease: str)
         assert spec["leaseDurationSeconds"] == 2 and spec["leaseTransitions"] == 0
         assert MICRO.match(spec["acquireTime"]) and MICRO.match(spec["renewTime"])
         assert read_lease(admin, lease)["metadata"]["annotations"][HOLDER_ANNOTATION] == e.identity
+        assert MICRO.match(leading_since(read_lease(admin, lease)) or "")
         assert g.labels(lease)._value.get() == 1
         wait_until(lambda: e.identity in calls.leaders, 2, "on_new_leader(us)")
         first = spec["renewTime"]
@@ -114,6 +117,7 @@ def test_release_writes_an_empty_holder_with_one_second(admin, lease: str) -> No
     got = read_lease(admin, lease)
     assert got["spec"]["holderIdentity"] == "" and got["spec"]["leaseDurationSeconds"] == 1
     assert got["spec"]["leaseTransitions"] == 0
+    assert LEADING_ANNOTATION not in got["metadata"]["annotations"]
 
 
 def test_takes_over_an_abandoned_lease_after_it_expires_by_its_own_clock(admin, lease: str) -> None:
@@ -164,9 +168,12 @@ def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, 
     try:
         wait_until(lambda: new.takeovers == 1, 3, "the takeover")
         taken = time.monotonic()
-        spec = read_lease(admin, lease)["spec"]
+        got = read_lease(admin, lease)
+        spec = got["spec"]
         assert spec["holderIdentity"] == new.identity and spec["leaseTransitions"] == 1
         assert not new.leading.is_set()
+        # The old holder's "leading since" went with the takeover: the new one waits.
+        assert LEADING_ANNOTATION not in got["metadata"]["annotations"] and leading_since(got) is None
         assert old.lost.wait(R + D + 1)
         lost_after = time.monotonic() - taken
         assert new.leading.wait(5)
@@ -174,6 +181,10 @@ def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, 
         wait = max(L, D + R) + R
         assert lead_after >= wait - 0.2 and lost_after < lead_after, (lost_after, lead_after)
         assert new.safe_takeover_wait(L) == pytest.approx(wait)
+        # Written by the renew right after leading started, not one retry period later.
+        since = wait_until(lambda: leading_since(read_lease(admin, lease)), R, "the leading-since annotation")
+        assert MICRO.match(since)
+        assert time.monotonic() - taken < wait + R
     finally:
         old.stop(release=False)
         new.stop()
