@@ -45,10 +45,20 @@ test: venv tools ## Run every test of tests/: unit tests, and those against a pr
 unit: venv ## Run the unit tests only (no API server, no tools build)
 	$(PY) -m pytest tests -m "not apiserver"
 
+PY_SOURCES := scheduler tests e2e bench hack/conformance setup.py
+
 .PHONY: lint
-lint: venv ## ruff check and ruff format --check
-	$(VENV)/bin/ruff check scheduler tests e2e bench hack/conformance
-	$(VENV)/bin/ruff format --check scheduler tests e2e bench hack/conformance
+lint: venv ## ruff check and format --check, shellcheck of hack/ and .ci/run, every rendered manifest against the pinned schemas
+	$(VENV)/bin/ruff check $(PY_SOURCES)
+	$(VENV)/bin/ruff format --check $(PY_SOURCES)
+	@command -v shellcheck >/dev/null || { echo "error: shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
+	shellcheck -x --severity=warning $$(git ls-files 'hack/*.sh' 'hack/**/*.sh') .ci/run
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy/test_render.py -k "valid_for_kubernetes or strict_validation"
+
+.PHONY: fmt
+fmt: venv ## ruff format and the safe ruff fixes (imports, upgrades)
+	$(VENV)/bin/ruff format $(PY_SOURCES)
+	$(VENV)/bin/ruff check --fix $(PY_SOURCES)
 
 ##@ Offline toolchain (what OFFLINE=1 builds; binaries live in ~/.cache/dynamic-scheduler)
 

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # settings for the scripts that source this file
 # Settings shared by the conformance scripts. Source after common.sh.
 
 CONFORMANCE_MOD_DIR=$REPO_ROOT/hack/conformance

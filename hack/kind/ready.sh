@@ -5,7 +5,8 @@ source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 
 fail() {
-  local logs=$REPO_ROOT/_artifacts/kind-up-$(date +%s)
+  local logs
+  logs=$REPO_ROOT/_artifacts/kind-up-$(date +%s)
   kubectl get nodes -o wide >&2 || true
   kubectl get pods -A -o wide >&2 || true
   "$KIND" export logs "$logs" --name "$KIND_CLUSTER" >/dev/null 2>&1 || true

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # settings for the scripts that source this file
 # Cluster settings shared by the kind, deploy and e2e scripts. Source after common.sh.
 
 KIND_CLUSTER=${KIND_CLUSTER:-dynamic-scheduler}

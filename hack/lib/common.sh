@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # settings for the scripts that source this file
 # Shared helpers for the hack/ scripts. Source it; do not run it.
 # Every script fails with one line that says what is missing and what to do.
 
@@ -32,8 +34,10 @@ tools_version() {
 KUBE_VERSION=$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\).*/\1/p' "$TOOLS_MOD_DIR/go.mod" | head -1)
 [[ -n $KUBE_VERSION ]] || die "cannot read the k8s.io/kubernetes version from hack/tools/go.mod"
 tools_key() {
+  local sources
+  mapfile -t sources < <(find "$TOOLS_MOD_DIR" -name '*.go' | sort)
   cat "$TOOLS_MOD_DIR"/go.{mod,sum} "$TOOLS_MOD_DIR"/local-path/go.{mod,sum} "$REPO_ROOT/hack/tools/build.sh" \
-    $(find "$TOOLS_MOD_DIR" -name '*.go' | sort) | sha256sum | cut -c1-12
+    "${sources[@]}" | sha256sum | cut -c1-12
 }
 TOOLS_DIR=$CACHE_ROOT/tools/${KUBE_VERSION}-$(tools_key)
 TOOLS_BIN=$TOOLS_DIR/bin

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers to build container images with no registry: Debian root filesystems
 # from Debian's mirror (mmdebstrap), imported into docker, and small images
 # around the pinned binaries. Source after common.sh.
