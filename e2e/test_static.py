@@ -178,6 +178,10 @@ def test_replace_kube_scheduler(
     assert crictl_running(node, "kube-scheduler") == []
     lease = read_lease(api)
     assert holder_host(holder(lease)) == node and annotated_ours(lease), lease
+    # deploy returned once ours schedules (after the safe wait): the pod created now is ours to bind.
+    m = re.search(r"^\S+ is scheduling since \S+: ([\d.]+)s after it held the Lease", res.stdout, re.M)
+    assert m, res.stdout
+    record(SUITE, "replace_hold_to_scheduling_s", float(m.group(1)))
 
     sleeper(core, namespace, "names-no-scheduler", test_image)
     assert bound_by(core, namespace, "names-no-scheduler", 60)[:2] == (

@@ -3,8 +3,8 @@
 - **lease**: apply the Deployment and its RBAC, wait for the rollout, then for
   the takeover: by default the scheduler's own ``--leader-elect-takeover``
   (values ``takeover: true``) takes ``kube-system/kube-scheduler``; the command
-  waits until the Lease names one of our pods, then (unless ``--return-at-lease``)
-  until that pod schedules: its first renew after the safe wait writes the
+  waits until the Lease names one of our pods, then (unless ``--return-at-lease``,
+  here and for static) until that pod schedules: its first renew after the safe wait writes the
   annotation ``dynamic-scheduler.io/leading-since``. From then on kube-scheduler
   has stopped, so a pod created after the command returns is bound by ours. ``--method=seed`` is the field
   note's procedure, for comparison: the scheduler runs without takeover and the
@@ -32,6 +32,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -116,23 +117,38 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         f"{le['resourceNamespace']}/{le['resourceName']} is held by {holder} (pod {holder_host(holder)}): "
         f"{held_at - ready_at:.1f}s after the replicas were ready, {held_at - start:.1f}s after the apply"
     )
-    if ns.return_at_lease:
-        return 0
+    if not ns.return_at_lease:
+        wait_scheduling(
+            api, (le["resourceNamespace"], le["resourceName"]), ours, holder, held_at, start, ns.timeout
+        )
+    return 0
+
+
+def wait_scheduling(
+    api: ApiClient,
+    lease: tuple[str, str],
+    ours: Callable[[dict[str, Any] | None], bool],
+    holder: str,
+    held_at: float,
+    start: float,
+    timeout: float,
+) -> None:
+    """Wait until the Lease's holder, one of ``ours``, schedules: its first renew after the
+    safe wait of a takeover writes ``dynamic-scheduler.io/leading-since``. Then print it."""
     since: list[str] = []
 
-    def scheduling(lease: dict[str, Any] | None) -> bool:
+    def scheduling(got: dict[str, Any] | None) -> bool:
         # The holder may change meanwhile (a failover): any of ours leading will do.
-        when = leading_since(lease) if ours(lease) else None
+        when = leading_since(got) if ours(got) else None
         since[:] = [when] if when else []
         return bool(when)
 
     holder, _ = wait_holder(
         api,
-        le["resourceNamespace"],
-        le["resourceName"],
+        *lease,
         scheduling,
         f"{holder_host(holder)} scheduling (after the safe wait of a takeover)",
-        ns.timeout,
+        timeout,
         interval=0.2,
     )
     now = time.monotonic()
@@ -140,7 +156,6 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
         f"{holder_host(holder)} is scheduling since {since[0]}: {now - held_at:.1f}s after it held the Lease, "
         f"{now - start:.1f}s after the apply"
     )
-    return 0
 
 
 def _seed_takeover(
@@ -211,6 +226,7 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
     )
     needs = [Need("get", "pods", "", "kube-system"), Need("get", "leases", LEASES, *sched_lease)]
     cluster = Cluster(api)
+    start = time.monotonic()
     created = cluster.apply(rendered.objects, needs=needs, doing="deploy static", namespace_wait=ns.timeout)
     landed: dict[str, float] = {}
     installed: list[tuple[Any, static.Plan]] = []
@@ -239,6 +255,8 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
         ns.timeout,
     )
     _out(f"{sched_lease[0]}/{sched_lease[1]} is held by {holder} ({took:.1f}s later)")
+    if not ns.return_at_lease:
+        wait_scheduling(api, sched_lease, annotated_as_ours, holder, time.monotonic(), start, ns.timeout)
     return 0
 
 
@@ -389,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
         )
         cmdline.add_log_flags(sp)
-        if name == "lease":
+        if name in ("lease", "static"):
             sp.add_argument(
                 "--return-at-lease",
                 action="store_true",
