@@ -9,6 +9,7 @@ import re
 import threading
 import time
 import uuid
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -47,6 +48,10 @@ class Calls:
         }
 
 
+def wall(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def gauge() -> Gauge:
     return Gauge("leader_election_master_status", "test", ["name"], registry=CollectorRegistry())
 
@@ -77,7 +82,9 @@ def test_acquires_an_absent_lease_and_writes_client_go_fields(admin, lease: str)
         assert spec["leaseDurationSeconds"] == 2 and spec["leaseTransitions"] == 0
         assert MICRO.match(spec["acquireTime"]) and MICRO.match(spec["renewTime"])
         assert read_lease(admin, lease)["metadata"]["annotations"][HOLDER_ANNOTATION] == e.identity
-        assert MICRO.match(leading_since(read_lease(admin, lease)) or "")
+        # Written by the renew right after leading starts (a moment after `leading` is set).
+        since = wait_until(lambda: leading_since(read_lease(admin, lease)), 2, "the leading-since annotation")
+        assert MICRO.match(since)
         assert g.labels(lease)._value.get() == 1
         wait_until(lambda: e.identity in calls.leaders, 2, "on_new_leader(us)")
         first = spec["renewTime"]
@@ -181,10 +188,17 @@ def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, 
         wait = max(L, D + R) + R
         assert lead_after >= wait - 0.2 and lost_after < lead_after, (lost_after, lead_after)
         assert new.safe_takeover_wait(L) == pytest.approx(wait)
-        # Written by the renew right after leading started, not one retry period later.
-        since = wait_until(lambda: leading_since(read_lease(admin, lease)), R, "the leading-since annotation")
-        assert MICRO.match(since)
-        assert time.monotonic() - taken < wait + R
+
+        # Written by the renew right after leading started, not one retry period later: that
+        # renew's renewTime (taken before its write) follows the leading time by far less than R.
+        def announced() -> dict[str, Any] | None:
+            got = read_lease(admin, lease)
+            return got if leading_since(got) else None
+
+        got = wait_until(announced, 2, "the leading-since annotation")
+        since = leading_since(got)
+        assert since is not None and MICRO.match(since)
+        assert wall(got["spec"]["renewTime"]) - wall(since) < R / 2, (since, got["spec"]["renewTime"])
     finally:
         old.stop(release=False)
         new.stop()
