@@ -12,7 +12,8 @@ pod; :func:`scheduler.core.explain.compare`) and records one :class:`Decision`:
   active scheduler's node, the filter that refuses it;
 - ``unschedulable``: no node fits for ours; the decision has the FailedScheduling message;
 - ``placeable``: a pod the active scheduler left Pending (its ``PodScheduled`` condition is
-  ``False``/``Unschedulable``) that ours would place (:meth:`Judge.sweep_pending`).
+  ``False``/``Unschedulable``) that ours would place (:meth:`Judge.sweep_pending`; one that
+  ours cannot place either is looked at again a minute later).
 
 Decisions are counted in ``dynamic_scheduler_shadow_decisions_total{profile,verdict}``,
 their CPU time in ``dynamic_scheduler_shadow_decision_cpu_seconds``, the last ones kept
@@ -49,6 +50,9 @@ KEPT_DECISIONS = 1000
 SUMMARY_EVERY = 60.0
 SWEEP_EVERY = 10.0
 """Seconds between two looks at the pods the active scheduler left Pending."""
+RELOOK_EVERY = 60.0
+"""Seconds before a Pending pod that ours could not place either is judged again (each
+judgement is a cycle over every node: a thousand such pods must not cost one each sweep)."""
 CPU_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -132,6 +136,7 @@ class Judge:
         *,
         kept: int = KEPT_DECISIONS,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cache = cache
         self.profiles = profiles
@@ -141,6 +146,9 @@ class Judge:
         self._total = _Tally()
         self._since_summary = _Tally()
         self._placeable_seen: set[str] = set()
+        self._relook_at: dict[str, float] = {}
+        """Pending pods ours could not place either: uid -> when to judge them again."""
+        self._monotonic = monotonic
         self.started = clock()
         self._decided = PromCounter(
             "dynamic_scheduler_shadow_decisions",
@@ -195,8 +203,9 @@ class Judge:
             if not _left_unschedulable(raw):
                 continue
             uid = raw["metadata"].get("uid", "")
+            now = self._monotonic()
             with self._lock:
-                if uid in self._placeable_seen:
+                if uid in self._placeable_seen or now < self._relook_at.get(uid, 0.0):
                     continue
             pi = PodInfo.from_pod(raw)
             profile = self.profiles.get(pi.scheduler_name)
@@ -204,6 +213,8 @@ class Judge:
                 continue
             judged = self._compare(profile, pi, "")
             if judged is None or not judged[0].best:
+                with self._lock:
+                    self._relook_at[uid] = now + RELOOK_EVERY
                 continue
             comparison, cpu = judged
             with self._lock:
@@ -232,6 +243,7 @@ class Judge:
         """The pod is bound or gone: it may be judged placeable again if it comes back Pending."""
         with self._lock:
             self._placeable_seen.discard(uid)
+            self._relook_at.pop(uid, None)
 
     def _compare(self, profile: Profile, pod: PodInfo, node: str) -> tuple[Comparison, float] | None:
         start = time.thread_time()
