@@ -69,6 +69,7 @@ BIND_AFTER_HOLD = 20.0  # the issue: ours binds within 20 s of holding the Lease
 HOLD_AFTER_READY_GOAL = 5.0  # the issue's goal, recorded
 SIGKILL_FAILOVER = LEASE_DURATION + RETRY_PERIOD  # 17 s
 SIGTERM_FAILOVER = 2 * RETRY_PERIOD  # 4 s
+SAFE_WAIT = LEASE_DURATION + RETRY_PERIOD  # a takeover's wait before leading: 17 s
 OUR_NS = "crane-system"
 
 
@@ -342,23 +343,36 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
     core.delete_namespaced_pod(leader, OUR_NS)  # the pod's grace period: SIGTERM, then the release
     released = deployed.watch.wait_for("released", lambda c: c.holder == "", 30, after=mark)
     assert released.lease["spec"]["leaseDurationSeconds"] == 1
-    new = deployed.watch.wait_for(
+    first = deployed.watch.wait_for(
         "a new holder", lambda c: bool(c.holder) and c.holder != old, 30, after=mark
     )
+    bound = SIGTERM_FAILOVER
+    if not annotated_ours(first.lease):
+        # A released Lease is anyone's: kube-scheduler's standby retry (every retryPeriod) can
+        # land within the few milliseconds our watching standby takes. One of ours then takes it
+        # over at once, and leads after the safe wait (kube-scheduler has exited by then).
+        assert holder_host(first.holder) == control_plane(core).metadata.name, first.holder
+        bound = SIGTERM_FAILOVER + SAFE_WAIT
+    new = deployed.watch.wait_for("one of ours holding", lambda c: annotated_ours(c.lease), 60, after=mark)
     new_pod = holder_host(new.holder)
     assert new_pod != leader and new_pod in {p.metadata.name for p in our_pods(core)}
-    assert annotated_ours(new.lease)
-    wait_leading(core, new_pod, 30)
+    wait_leading(core, new_pod, 60)
     failover = leading_since(core, new_pod) - released.renewed
     record(SUITE, "sigterm_delete_to_release_s", released.renewed - deleted)
-    record(SUITE, "sigterm_failover_from_release_s", failover, bound=SIGTERM_FAILOVER)
+    record(
+        SUITE,
+        "sigterm_failover_from_release_s",
+        failover,
+        bound=bound,
+        released_to="ours" if first is new else "kube-scheduler, then ours by takeover",
+    )
     record(SUITE, "sigterm_release_to_hold_s", new.acquired - released.renewed)
     record(SUITE, "sigterm_failover_from_delete_s", new.acquired - deleted)
 
     sleeper(core, namespace, "after-sigterm", test_image)
     controller, instance, _ = bound_by(core, namespace, "after-sigterm", 60)
     assert (controller, instance) == ("default-scheduler", f"default-scheduler-{new_pod}")
-    assert failover <= SIGTERM_FAILOVER, f"another of ours led {failover:.1f}s after the release"
+    assert failover <= bound, f"another of ours led {failover:.1f}s after the release"
 
 
 def test_scaled_to_zero_kube_scheduler_takes_the_lease_back(
