@@ -34,6 +34,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client import Counter as PromCounter
 
+from scheduler.config.decode import camel
 from scheduler.core.cache import Cache
 from scheduler.core.explain import Comparison, compare
 from scheduler.core.filtering import SchedulingError
@@ -77,12 +78,7 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {_camel(k): v for k, v in d.items()}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.title() for w in rest)
+        return {camel(k): v for k, v in d.items()}
 
 
 def decide(c: Comparison, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
