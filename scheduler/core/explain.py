@@ -31,7 +31,7 @@ from scheduler.core.filtering import FitError, SchedulingError, filter_nodes_of
 from scheduler.core.framework import Code, CycleState, Snapshot, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.core.profile import Profile
+from scheduler.core.profile import Profile, largest_lead
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
@@ -336,13 +336,7 @@ def compare(profile: Profile, pod: PodInfo, snapshot: Snapshot, node: str) -> Co
     top = max(totals)
     best_at = [i for i, t in enumerate(totals) if t == top]
     at = next((i for i, ni in enumerate(remaining) if ni.name == node), None)
-    lead = None
-    if at is not None and at not in best_at:
-        b = best_at[0]
-        leads = [((n[b] - n[at]) * w, name) for name, w, _, n in breakdown if n]
-        if leads:
-            points, plugin = max(leads)
-            lead = (plugin, points)
+    lead = largest_lead(breakdown, best_at[0], at) if at is not None and at not in best_at else None
     return Comparison(
         [remaining[i].name for i in best_at],
         top,

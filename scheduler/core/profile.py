@@ -79,6 +79,21 @@ EXPLAIN_LEVEL = V(5)
 TOP_NODES = 3
 
 
+Breakdown = list[tuple[str, int, list[int], list[int]]]
+"""Per score plugin (name, weight, raw scores, normalized scores), in the feasible nodes' order;
+a plugin skipped at PreScore has empty lists (``Profile.score``'s ``breakdown``)."""
+
+
+def largest_lead(breakdown: Breakdown, a: int, b: int) -> tuple[str, int] | None:
+    """The score plugin that gives node ``a`` its largest weighted lead over node ``b`` (indexes
+    into the feasible nodes), and that lead; None when every plugin was skipped."""
+    leads = [((n[a] - n[b]) * weight, name) for name, weight, _, n in breakdown if n]
+    if not leads:
+        return None
+    points, plugin = max(leads)
+    return plugin, points
+
+
 def log_top_nodes(
     pod: PodInfo,
     feasible: list[NodeInfo],
@@ -96,12 +111,11 @@ def log_top_nodes(
     decided = ""
     if runner is not None:
         rival = feasible[runner].name
-        leads = [((n[at] - n[runner]) * weight, name) for name, weight, _, n in breakdown if n]
+        lead = largest_lead(breakdown, at, runner)
         if totals[at] == totals[runner]:
             decided = f"a tie with {rival}, broken at random"
-        elif leads:
-            lead, plugin = max(leads)
-            decided = f"{plugin} +{lead} over {rival}"
+        elif lead is not None:
+            decided = f"{lead[0]} +{lead[1]} over {rival}"
     logger.log(
         EXPLAIN_LEVEL, "Scored nodes", extra=kv(pod=pod.key, node=chosen, top=top, decidedBy=decided or None)
     )
