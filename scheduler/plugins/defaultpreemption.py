@@ -65,7 +65,7 @@ from scheduler.core.preemption import (
     sort_by_importance,
 )
 from scheduler.logs import V, kv
-from scheduler.plugins.helpers import EVERYTHING, NOTHING, compile_label_selector
+from scheduler.plugins.labelselector import EVERYTHING, NOTHING, compile_label_selector
 
 logger = logging.getLogger(__name__)
 

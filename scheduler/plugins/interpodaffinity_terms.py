@@ -18,13 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.helpers import (
-    EVERYTHING,
-    NOTHING,
-    LabelSelector,
-    SelectorError,
-    compile_label_selector,
-)
+from scheduler.plugins.labelrequirements import SelectorError
+from scheduler.plugins.labelselector import EVERYTHING, NOTHING, LabelSelector, compile_label_selector
 
 NAME = "InterPodAffinity"
 _NO_LABELS: Mapping[str, str] = {}

@@ -26,11 +26,11 @@ from scheduler.core.framework import (
 )
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.helpers import (
+from scheduler.plugins.labelrequirements import SelectorError
+from scheduler.plugins.nodeselector import (
     METADATA_NAME,
     NodeSelector,
     PreferredTerms,
-    SelectorError,
     compile_node_selector_terms,
     compile_preferred_terms,
     required_node_affinity,

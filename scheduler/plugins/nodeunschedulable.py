@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from scheduler.core.framework import CycleState, Status, filter_each, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.helpers import NO_SCHEDULE, tolerations_tolerate_taint
+from scheduler.plugins.taints import NO_SCHEDULE, tolerations_tolerate_taint
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

@@ -27,6 +27,10 @@ StatefulSet or ReplicationController, and uses the pod's own labels (minus
 the labels its controller sets per pod or per revision) as the selector.
 Pods selected only by a Service get no default spreading.
 
+This module holds Filter and Score; parsing the constraints and counting
+what each node contributes to them is in
+:mod:`scheduler.plugins.podtopologyspread_constraints`.
+
 Cost: the per-node counts are memoized on the NodeInfo per pod shape
 (namespace, constraints, node affinity, tolerations), so each cycle of a
 workload only recounts the nodes that changed since the last one.
@@ -35,10 +39,8 @@ workload only recounts the nodes that changed since the last one.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.core.framework import (
@@ -55,148 +57,29 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.helpers import (
-    EVERYTHING,
-    NOTHING,
-    LabelSelector,
-    SelectorError,
-    compile_label_selector,
-    find_untolerated_taint,
-    required_node_affinity,
+from scheduler.plugins.labelselector import EVERYTHING, NOTHING
+from scheduler.plugins.nodeselector import required_node_affinity
+from scheduler.plugins.podtopologyspread_constraints import (
+    HOSTNAME,
+    NAME,
+    SYSTEM_DEFAULT_CONSTRAINTS,
+    Constraint,
+    PodConstraints,
+    node_entries,
+    parse_constraints,
+    pod_shape,
+    raw_constraint,
 )
-from scheduler.plugins.interpodaffinity_terms import selector_key
-from scheduler.plugins.topologycounts import Part, SumsCache, memo_entries, shape_id
+from scheduler.plugins.topologycounts import SumsCache
 
 logger = logging.getLogger(__name__)
 
-NAME = "PodTopologySpread"
 ERR_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 ERR_MISSING_LABEL = ERR_CONSTRAINTS + " (missing required label)"
-
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
-SYSTEM_DEFAULT_CONSTRAINTS: tuple[dict[str, Any], ...] = (
-    {"maxSkew": 3, "topologyKey": HOSTNAME, "whenUnsatisfiable": SCHEDULE_ANYWAY},
-    {"maxSkew": 5, "topologyKey": ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY},
-)
-DEFAULT_SELECTOR_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
-PER_POD_LABELS = frozenset(
-    {"controller-revision-hash", "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"}
-)
-"""Labels a StatefulSet sets per pod or per revision: never part of its selector."""
 
 _FILTER_KEY = NAME + "/filter"
 _SCORE_KEY = NAME + "/score"
 _instances = itertools.count()
-
-
-class Constraint:
-    """A parsed ``TopologySpreadConstraint`` (``topologySpreadConstraint``)."""
-
-    __slots__ = (
-        "max_skew",
-        "topology_key",
-        "selector",
-        "min_domains",
-        "honor_affinity",
-        "honor_taints",
-        "key",
-    )
-
-    def __init__(
-        self,
-        max_skew: int,
-        topology_key: str,
-        selector: LabelSelector,
-        min_domains: int = 1,
-        honor_affinity: bool = True,
-        honor_taints: bool = False,
-    ) -> None:
-        self.max_skew = max_skew
-        self.topology_key = topology_key
-        self.selector = selector
-        self.min_domains = min_domains
-        self.honor_affinity = honor_affinity
-        self.honor_taints = honor_taints
-        self.key = (topology_key, selector_key(selector), honor_affinity, honor_taints)
-        """What a node's contribution depends on (besides the pod's namespace and node affinity)."""
-
-    def __repr__(self) -> str:
-        return (
-            f"Constraint({self.topology_key!r}, maxSkew={self.max_skew}, minDomains={self.min_domains}, "
-            f"selector={self.selector!r})"
-        )
-
-
-def _raw_constraint(c: Any) -> Mapping[str, Any]:
-    """A default constraint as an API dict: configuration gives dataclasses, tests may give dicts."""
-    if isinstance(c, Mapping):
-        return c
-    return {
-        "maxSkew": c.max_skew,
-        "topologyKey": c.topology_key,
-        "whenUnsatisfiable": c.when_unsatisfiable,
-        "nodeAffinityPolicy": getattr(c, "node_affinity_policy", None),
-        "nodeTaintsPolicy": getattr(c, "node_taints_policy", None),
-    }
-
-
-def _parse(raw: Mapping[str, Any], selector: LabelSelector) -> Constraint:
-    return Constraint(
-        int(raw.get("maxSkew") or 1),
-        raw.get("topologyKey") or "",
-        selector,
-        int(raw.get("minDomains") or 1),
-        (raw.get("nodeAffinityPolicy") or "Honor") == "Honor",
-        (raw.get("nodeTaintsPolicy") or "Ignore") == "Honor",
-    )
-
-
-def _pod_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSelector:
-    """``labelSelector`` with ``key In (value)`` for each ``matchLabelKeys`` key the pod carries."""
-    selector = raw.get("labelSelector")
-    if selector is None:
-        return NOTHING
-    extra = [
-        {"key": k, "operator": "In", "values": [labels[k]]}
-        for k in raw.get("matchLabelKeys") or ()
-        if k in labels
-    ]
-    if extra:
-        selector = {**selector, "matchExpressions": [*(selector.get("matchExpressions") or ()), *extra]}
-    return compile_label_selector(selector, strict=True)
-
-
-def default_selector(pod: PodInfo) -> LabelSelector | None:
-    """The selector default constraints spread by, or None when the pod gets none (see module doc)."""
-    owners = pod.pod["metadata"].get("ownerReferences") or ()
-    if not any(o.get("controller") and o.get("kind") in DEFAULT_SELECTOR_OWNERS for o in owners):
-        return None
-    labels = {k: v for k, v in pod.labels.items() if k not in PER_POD_LABELS}
-    if not labels:
-        return None
-    try:
-        return compile_label_selector({"matchLabels": labels}, strict=True)
-    except SelectorError:  # the API server validates labels: cannot happen
-        return None
-
-
-class _PodConstraints:
-    __slots__ = ("hard", "soft", "own", "error")
-
-    def __init__(
-        self,
-        hard: tuple[Constraint, ...] = (),
-        soft: tuple[Constraint, ...] = (),
-        own: bool = False,
-        error: str = "",
-    ) -> None:
-        self.hard = hard
-        self.soft = soft
-        self.own = own
-        """The pod has constraints of its own (not defaults)."""
-        self.error = error
 
 
 class _FilterState:
@@ -240,40 +123,6 @@ class _ScoreState:
         """Raw score of each filtered node; None for the nodes Score must leave out (missing a key)."""
 
 
-class _NodeEntry:
-    """One node's part in a pod's spreading: the memo entry of its shape."""
-
-    __slots__ = ("counts", "filter_part", "score_part", "score_part_all_keys")
-
-    def __init__(
-        self,
-        all_keys: bool,
-        counts: tuple[int, ...],
-        domains: tuple[tuple[int, str, int], ...],
-        per_node: tuple[bool, ...],
-    ) -> None:
-        self.counts = counts
-        """Per constraint, the matching pods on the node."""
-        # ``domains``: (constraint index, domain, matching pods) for the constraints whose inclusion
-        # policies admit the node; the domain is "" when the node lacks the key.
-        self.filter_part: Part = domains if all_keys else ()
-        """Filter counts only nodes with every key, and needs the domains without pods too."""
-        self.score_part: Part = tuple(d for d in domains if d[2] and not per_node[d[0]])
-        """Score sums pods by domain (hostname counts are read per node)."""
-        self.score_part_all_keys: Part = self.score_part if all_keys else ()
-
-
-def _count(ni: NodeInfo, namespace: str, selector: LabelSelector) -> int:
-    """``countPodsMatchSelector``: an empty selector counts nothing, nor do pods going away."""
-    if selector is NOTHING or selector is EVERYTHING:
-        return 0
-    n = 0
-    for p in ni.pods.values():
-        if p.namespace == namespace and not p.deleting and not p.terminal and selector.matches(p.labels):
-            n += 1
-    return n
-
-
 class PodTopologySpread:
     name = NAME
 
@@ -284,95 +133,15 @@ class PodTopologySpread:
         raw = (
             SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else getattr(args, "default_constraints", ())
         )
-        self.default_constraints = tuple(_raw_constraint(c) for c in raw or ())
+        self.default_constraints = tuple(raw_constraint(c) for c in raw or ())
         self._memo_key = (NAME, next(_instances))  # per instance: profiles may default differently
         self._sums = SumsCache()
 
-    # --- the pod's constraints ------------------------------------------------------
-
-    def _constraints(self, pod: PodInfo) -> _PodConstraints:
+    def _constraints(self, pod: PodInfo) -> PodConstraints:
         pc = pod.memo.get(self._memo_key)
         if pc is None:
-            pc = pod.memo[self._memo_key] = self._parse_constraints(pod)
+            pc = pod.memo[self._memo_key] = parse_constraints(pod, self.default_constraints)
         return pc
-
-    def _parse_constraints(self, pod: PodInfo) -> _PodConstraints:
-        own = pod.spec.get("topologySpreadConstraints") or ()
-        if own:
-            hard, soft = [], []
-            try:
-                for raw in own:
-                    c = _parse(raw, _pod_selector(raw, pod.labels))
-                    (hard if raw.get("whenUnsatisfiable") == DO_NOT_SCHEDULE else soft).append(c)
-            except SelectorError as e:
-                return _PodConstraints(own=True, error=str(e))
-            return _PodConstraints(tuple(hard), tuple(soft), own=True)
-        if not self.default_constraints:
-            return _PodConstraints()
-        selector = default_selector(pod)
-        if selector is None:
-            return _PodConstraints()
-        hard = tuple(
-            _parse(c, selector)
-            for c in self.default_constraints
-            if c.get("whenUnsatisfiable") == DO_NOT_SCHEDULE
-        )
-        soft = tuple(
-            _parse(c, selector)
-            for c in self.default_constraints
-            if c.get("whenUnsatisfiable") == SCHEDULE_ANYWAY
-        )
-        return _PodConstraints(hard, soft)
-
-    def _shape(self, pod: PodInfo, constraints: tuple[Constraint, ...]) -> int:
-        """Everything a node's contribution depends on, as the id of its memo entries."""
-        affinity = tolerations = None
-        if any(c.honor_affinity for c in constraints) and not required_node_affinity(pod).empty:
-            spec = pod.spec
-            affinity = json.dumps(
-                [
-                    spec.get("nodeSelector"),
-                    ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                        "requiredDuringSchedulingIgnoredDuringExecution"
-                    ),
-                ],
-                sort_keys=True,
-            )
-        if any(c.honor_taints for c in constraints):
-            tolerations = json.dumps(pod.spec.get("tolerations") or [], sort_keys=True)
-        return shape_id((NAME, pod.namespace, tuple(c.key for c in constraints), affinity, tolerations))
-
-    def _node_entries(
-        self, pod: PodInfo, constraints: tuple[Constraint, ...], shape: int, nodes: Sequence[NodeInfo]
-    ) -> list[_NodeEntry]:
-        """What each node contributes to the counts (memoized per node and pod shape)."""
-        namespace = pod.namespace
-        rna = required_node_affinity(pod)
-        check_affinity = not rna.empty
-        tolerations = pod.spec.get("tolerations") or ()
-        per_node = tuple(c.topology_key == HOSTNAME for c in constraints)
-
-        def compute(ni: NodeInfo) -> _NodeEntry:
-            labels = ni.labels
-            counts = []
-            domains: list[tuple[int, str, int]] = []
-            for i, c in enumerate(constraints):
-                n = _count(ni, namespace, c.selector)
-                counts.append(n)
-                if c.honor_affinity and check_affinity and not rna.matches(labels, ni.name):
-                    continue  # nodeAffinityPolicy: Honor
-                if (
-                    c.honor_taints
-                    and ni.taints
-                    and find_untolerated_taint(ni.taints, tolerations) is not None
-                ):
-                    continue  # nodeTaintsPolicy: Honor
-                domains.append((i, labels.get(c.topology_key, ""), n))
-            return _NodeEntry(
-                all(c.topology_key in labels for c in constraints), tuple(counts), tuple(domains), per_node
-            )
-
-        return memo_entries(nodes, NAME, shape, compute)
 
     # --- Filter -------------------------------------------------------------------
 
@@ -383,11 +152,11 @@ class PodTopologySpread:
         constraints = pc.hard
         if not constraints:
             return SKIP
-        shape = self._shape(pod, constraints)
+        shape = pod_shape(pod, constraints)
         sums = self._sums.get(("filter", shape))
         sums.refresh(
             snapshot.list(),
-            lambda nodes: [e.filter_part for e in self._node_entries(pod, constraints, shape, nodes)],
+            lambda nodes: [e.filter_part for e in node_entries(pod, constraints, shape, nodes)],
         )
         counts = [sums.group(i) for i in range(len(constraints))]
         # The global minimum is 0 while fewer than minDomains domains are eligible.
@@ -458,16 +227,9 @@ class PodTopologySpread:
         tolerations = pod.spec.get("tolerations") or ()
         for i, c in enumerate(s.constraints):
             if c.selector is NOTHING or c.selector is EVERYTHING or not c.selector.matches(other.labels):
-                continue  # as _count: an empty selector counts nothing
-            if c.honor_affinity and not rna.empty and not rna.matches(labels, node.name):
-                continue
-            if (
-                c.honor_taints
-                and node.taints
-                and find_untolerated_taint(node.taints, tolerations) is not None
-            ):
-                continue
-            s.update(i, labels[c.topology_key], delta)
+                continue  # as countPodsMatchSelector: an empty selector counts nothing
+            if c.includes(node, rna, tolerations):
+                s.update(i, labels[c.topology_key], delta)
 
     # --- Score --------------------------------------------------------------------
 
@@ -497,13 +259,13 @@ class PodTopologySpread:
             for k in keys
         ]
 
-        shape = self._shape(pod, constraints)
+        shape = pod_shape(pod, constraints)
         sums = self._sums.get(("score", shape, require_all))
         sums.refresh(
             all_nodes,
             lambda ns: [
                 e.score_part_all_keys if require_all else e.score_part
-                for e in self._node_entries(pod, constraints, shape, ns)
+                for e in node_entries(pod, constraints, shape, ns)
             ],
         )
 
@@ -515,7 +277,7 @@ class PodTopologySpread:
             if domains[i] is None:
                 weight = math.log(n_scored + 2)
                 if entries is None:
-                    entries = self._node_entries(pod, constraints, shape, nodes)
+                    entries = node_entries(pod, constraints, shape, nodes)
                 totals = [
                     t + (e.counts[i] * weight + tolerance if k in lb else 0.0)
                     for t, e, lb in zip(totals, entries, labels, strict=True)

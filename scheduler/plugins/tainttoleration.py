@@ -25,7 +25,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.helpers import (
+from scheduler.plugins.taints import (
     DO_NOT_SCHEDULE_EFFECTS,
     PREFER_NO_SCHEDULE,
     tolerates_everything,

@@ -36,7 +36,7 @@ from scheduler.core.framework import SKIP, Code, CycleState, Handle, Snapshot, S
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.helpers import NodeSelector
+from scheduler.plugins.nodeselector import NodeSelector
 from scheduler.plugins.volumebinding_api import bind_pod_volumes, store_reader
 from scheduler.plugins.volumebinding_volumes import (
     ANN_SELECTED_NODE,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from scheduler.core.resources import QuantityError, int_value
-from scheduler.plugins.helpers import NodeSelector, compile_label_selector, compile_node_selector_terms
+from scheduler.plugins.labelselector import compile_label_selector
+from scheduler.plugins.nodeselector import NodeSelector, compile_node_selector_terms
 
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

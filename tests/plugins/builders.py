@@ -90,6 +90,16 @@ def node_selector_requirement(key: str, operator: str, *values: str) -> dict[str
     return r
 
 
+def node_selector_term(*exprs: dict[str, Any], fields: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A ``v1.NodeSelectorTerm`` of these ``matchExpressions`` and ``matchFields``."""
+    t: dict[str, Any] = {}
+    if exprs:
+        t["matchExpressions"] = list(exprs)
+    if fields:
+        t["matchFields"] = list(fields)
+    return t
+
+
 def make_pod(
     name: str = "pod",
     namespace: str = "default",

@@ -11,6 +11,7 @@ from scheduler.plugins.nodeaffinity import NodeAffinity
 
 from .builders import FakeSnapshot, node_info, pod_info, run_filter, run_score
 from .builders import node_selector_requirement as req
+from .builders import node_selector_term as term
 
 POD_REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED_REASON = "node(s) didn't match scheduler-enforced node affinity"
@@ -20,15 +21,6 @@ def required(*terms):
     return {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
     }
-
-
-def term(*exprs, fields=()):
-    t = {}
-    if exprs:
-        t["matchExpressions"] = list(exprs)
-    if fields:
-        t["matchFields"] = list(fields)
-    return t
 
 
 def name_in(*names):

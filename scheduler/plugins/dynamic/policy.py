@@ -43,23 +43,27 @@ _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 @dataclass(frozen=True, slots=True)
-class SyncPolicy:
+class MetricPolicy:
+    """An entry of ``syncPolicy``, ``predicate`` or ``priority``: each names one metric."""
+
     name: str
     """A Prometheus metric name (one instant query fetches every node's series)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPolicy(MetricPolicy):
     period: float | None
     """Seconds between refreshes; None when the entry omits ``period``."""
 
 
 @dataclass(frozen=True, slots=True)
-class PredicatePolicy:
-    name: str
+class PredicatePolicy(MetricPolicy):
     max_limit_percent: float
     """``maxLimitPecent``: a fraction 0..1; usage above it rejects the node; 0 disables the check."""
 
 
 @dataclass(frozen=True, slots=True)
-class PriorityPolicy:
-    name: str
+class PriorityPolicy(MetricPolicy):
     weight: float
     """Non-negative; a node's load score is Σ weight·(1−usage) / Σ weight."""
 
@@ -211,7 +215,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {describe(value)}"
 
 
-def _check_unique(reader: _Reader, items: tuple[Any, ...], section: str) -> None:
+def _check_unique(reader: _Reader, items: tuple[MetricPolicy, ...], section: str) -> None:
     first: dict[str, int] = {}
     for i, item in enumerate(items):
         if item.name in first:
