@@ -175,7 +175,7 @@ class Bench:
             self.args.prometheus, self.workdir, ct.free_port(), self.exporter.port
         )
         self.prometheus.start()
-        self.prometheus.wait_series(metrics, len(nodes))
+        self.prometheus.wait_series(metrics, len(nodes), progress=self.progress.status)
         self.progress.say(
             f"Prometheus at {self.prometheus.url} has {len(metrics)} load metrics of {len(nodes)} nodes"
         )
@@ -270,6 +270,7 @@ class Bench:
                     f"run {tag}: created {st.created}/{a.pods} ({crate:.0f}/s), "
                     f"bound {bound} ({rate:.0f}/s), {time.time() - t0:.0f}s"
                 )
+                # The tick of the status line and the checks (the loop ends on the last bind, or a stall).
                 time.sleep(0.2)
             after = sample(running.pid)
             if profiler is not None:
@@ -351,6 +352,8 @@ class Bench:
                 for c in order:
                     self.runs.append(self.run_one(c, run, setup))
                     (self.workdir / "runs.json").write_text(json.dumps(self.runs, indent=1), encoding="utf-8")
+                    # Rest on purpose (--settle): the API server and etcd finish with the last run (its
+                    # deleted pods, the controllers' and kwok's follow-up writes) before the next starts.
                     time.sleep(a.settle)
         finally:
             self.teardown()

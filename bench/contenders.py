@@ -28,7 +28,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 import yaml
 
 from bench.kwok import LABEL
+from scheduler.polling import PollTimeoutError, poll
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QPS = (50.0, 100)
@@ -185,13 +185,17 @@ class Running:
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Caches synced (/readyz), and for Dynamic, load data fetched from Prometheus."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             self.check()
-            if self._ready():
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"{self.contender.name} not ready within {timeout:.0f}s:\n{self.tail()}")
+            return self._ready()
+
+        try:
+            poll(ready, timeout, f"{self.contender.name} ready", 0.2)
+        except PollTimeoutError:
+            raise TimeoutError(
+                f"{self.contender.name} not ready within {timeout:.0f}s:\n{self.tail()}"
+            ) from None
 
     def _ready(self) -> bool:
         if self.contender.kind == "raw":

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from bench.procstat import stop_process
 from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries
+from scheduler.polling import PollTimeoutError, poll
 
 logger = logging.getLogger(__name__)
 
@@ -165,19 +166,22 @@ def wait_ready(
     """Until the first ``count`` bench nodes are Ready, without the node controller's
     not-ready/unreachable taints."""
     wanted = {node_name(i) for i in range(count)}
-    deadline = time.monotonic() + timeout
-    while True:
+    ready = [0]
+
+    def all_ready() -> bool:
         nodes = [n for n in list_bench_nodes(api) if n["metadata"]["name"] in wanted]
-        ready = sum(1 for n in nodes if _is_ready(n))
-        if ready == count:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"only {ready} of {count} kwok nodes became Ready within {timeout:.0f}s "
-                "(is the kwok controller running? see its log)"
-            )
-        progress(f"waiting for kwok nodes: {ready}/{count} Ready")
-        time.sleep(2)
+        ready[0] = sum(1 for n in nodes if _is_ready(n))
+        if ready[0] < count:
+            progress(f"waiting for kwok nodes: {ready[0]}/{count} Ready")
+        return ready[0] == count
+
+    try:
+        poll(all_ready, timeout, f"{count} kwok nodes Ready", 2)
+    except PollTimeoutError:
+        raise TimeoutError(
+            f"only {ready[0]} of {count} kwok nodes became Ready within {timeout:.0f}s "
+            "(is the kwok controller running? see its log)"
+        ) from None
 
 
 def _delete_all(api: ApiClient, paths: list[str], what: str, workers: int) -> int:
@@ -253,9 +257,12 @@ class KwokController:
         ]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        time.sleep(1)
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"kwok exited with {self.proc.returncode}: {self.tail()}")
+        # No readiness to ask for: a kwok that cannot start (bad flag, kubeconfig) exits within a second.
+        try:
+            code = self.proc.wait(1)
+        except subprocess.TimeoutExpired:
+            return
+        raise RuntimeError(f"kwok exited with {code}: {self.tail()}")
 
     def check(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
@@ -277,20 +284,23 @@ def wait_daemonsets(
     """Until every DaemonSet has a pod bound on every node it targets. A DaemonSet that
     tolerates every taint gets a pod on each kwok node; this waits out that burst of
     creates and binds (kwok runs the pods; their readiness does not matter here)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pending = []
+    pending: list[str] = []
+
+    def placed() -> bool:
+        pending.clear()
         for ds in api_request(api, "GET", "/apis/apps/v1/daemonsets").get("items") or ():
             st = ds.get("status") or {}
             want, have = st.get("desiredNumberScheduled", 0), st.get("currentNumberScheduled", 0)
             if have < want:
                 pending.append(f"{ds['metadata']['namespace']}/{ds['metadata']['name']} {have}/{want}")
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"DaemonSet pods not placed within {timeout:.0f}s: {', '.join(pending)}")
-        progress(f"waiting for DaemonSet pods on the kwok nodes: {', '.join(pending)}")
-        time.sleep(3)
+        if pending:
+            progress(f"waiting for DaemonSet pods on the kwok nodes: {', '.join(pending)}")
+        return not pending
+
+    try:
+        poll(placed, timeout, "DaemonSet pods on the kwok nodes", 3)
+    except PollTimeoutError:
+        raise TimeoutError(f"DaemonSet pods not placed within {timeout:.0f}s: {', '.join(pending)}") from None
 
 
 def daemonset_pods(api: ApiClient) -> int:

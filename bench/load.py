@@ -30,9 +30,11 @@ from kubernetes.client.exceptions import ApiException
 
 from bench.kwok import LABEL, TOLERATION
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.informers import Informer, Resource
+from scheduler.cluster.informers import Informer
 from scheduler.cluster.retry import call_with_retries
+from scheduler.cluster.store import Resource
 from scheduler.core.podinfo import parse_time
+from scheduler.polling import PollTimeoutError, poll
 
 logger = logging.getLogger(__name__)
 
@@ -79,45 +81,49 @@ def ensure_namespace(api: ApiClient, name: str, timeout: float = 300) -> None:
     ServiceAccount (pods are refused without it)."""
     deadline = time.monotonic() + timeout
     path = f"/api/v1/namespaces/{name}"
-    while True:
+
+    def created() -> bool:
+        """There, and not terminating; else created if gone."""
+        ns = _get(api, path)
+        if ns is not None:
+            return not ns["metadata"].get("deletionTimestamp")
         try:
-            ns = api_request(api, "GET", path)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            ns = None
-        if ns is not None and not ns["metadata"].get("deletionTimestamp"):
-            break
-        if ns is None:
-            try:
-                api_request(
-                    api,
-                    "POST",
-                    "/api/v1/namespaces",
-                    body={
-                        "apiVersion": "v1",
-                        "kind": "Namespace",
-                        "metadata": {
-                            "name": name,
-                            "labels": {PART_OF[0]: PART_OF[1]},
-                        },
+            api_request(
+                api,
+                "POST",
+                "/api/v1/namespaces",
+                body={
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {
+                        "name": name,
+                        "labels": {PART_OF[0]: PART_OF[1]},
                     },
-                )
-                break
-            except ApiException as e:
-                if e.status != 409:
-                    raise
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"namespace {name} is still terminating after {timeout:.0f}s")
-        time.sleep(1)
-    while True:
-        try:
-            api_request(api, "GET", f"{path}/serviceaccounts/default")
-            return
+                },
+            )
         except ApiException as e:
-            if e.status != 404 or time.monotonic() > deadline:
+            if e.status != 409:
                 raise
-        time.sleep(0.5)
+            return False  # created meanwhile: look again
+        return True
+
+    poll(created, timeout, f"namespace {name} (an earlier one of that name is terminating)", 1)
+    poll(
+        lambda: _get(api, f"{path}/serviceaccounts/default"),
+        max(0.0, deadline - time.monotonic()),
+        f"the default ServiceAccount of namespace {name}",
+        0.5,
+    )
+
+
+def _get(api: ApiClient, path: str) -> dict[str, Any] | None:
+    """The object, or None if there is none (404)."""
+    try:
+        return api_request(api, "GET", path)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return None
 
 
 def wait_namespaces_deleted(
@@ -128,23 +134,28 @@ def wait_namespaces_deleted(
     A run leaves thousands of events in each contender's namespace, and deleting them
     keeps the API server and etcd busy for minutes after the namespaces are deleted:
     load that must not fall on the contenders."""
-    deadline = time.monotonic() + timeout
-    first: int | None = None
-    while True:
+    seen: list[list[str]] = []  # the terminating namespaces, at each look
+
+    def gone() -> bool:
         query = [("labelSelector", "=".join(PART_OF))]
         items = api_request(api, "GET", "/api/v1/namespaces", query=query).get("items") or ()
         terminating = sorted(
             ns["metadata"]["name"] for ns in items if ns["metadata"].get("deletionTimestamp")
         )
-        first = len(terminating) if first is None else first
-        if not terminating:
-            return first
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"namespaces still terminating after {timeout:.0f}s: {', '.join(terminating)}")
-        progress(
-            f"waiting for {len(terminating)} namespaces of an earlier run to go: {', '.join(terminating)}"
-        )
-        time.sleep(2)
+        seen.append(terminating)
+        if terminating:
+            progress(
+                f"waiting for {len(terminating)} namespaces of an earlier run to go: {', '.join(terminating)}"
+            )
+        return not terminating
+
+    try:
+        poll(gone, timeout, "the namespaces of an earlier run to go", 2)
+    except PollTimeoutError:
+        raise TimeoutError(
+            f"namespaces still terminating after {timeout:.0f}s: {', '.join(seen[-1])}"
+        ) from None
+    return len(seen[0])
 
 
 def delete_namespace(api: ApiClient, name: str) -> None:
@@ -197,16 +208,22 @@ def delete_pods(api: ApiClient, namespace: str, *, workers: int = 32, timeout: f
     if names:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delete") as pool:
             list(pool.map(delete, names))
-    while count_pods(api, namespace):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"pods of {namespace} still there after {timeout:.0f}s")
+
+    def gone() -> bool:
+        if not count_pods(api, namespace):
+            return True
         call_with_retries(
             lambda: api_request(api, "DELETE", path, query=[("gracePeriodSeconds", 0)], timeout=(5, 300)),
             what="delete pods",
             attempts=5,
             max_seconds=300,
         )
-        time.sleep(0.5)
+        return False
+
+    try:
+        poll(gone, max(0.0, deadline - time.monotonic()), f"the pods of {namespace} to go", 0.5)
+    except PollTimeoutError:
+        raise TimeoutError(f"pods of {namespace} still there after {timeout:.0f}s") from None
     return time.monotonic() - start
 
 

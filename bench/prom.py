@@ -16,10 +16,9 @@ import json
 import random
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from bench.procstat import stop_process
+from scheduler.polling import poll
 
 
 def node_load(node: str) -> dict[str, float]:
@@ -136,27 +136,28 @@ class LocalPrometheus:
             doc = json.loads(r.read())
         return doc["data"]["result"]
 
-    def wait_series(self, metrics: list[str], count: int, timeout: float = 180) -> None:
-        """Until every metric has ``count`` series."""
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+    def wait_series(
+        self,
+        metrics: list[str],
+        count: int,
+        timeout: float = 180,
+        progress: Callable[[str], None] = lambda s: None,
+    ) -> None:
+        """Until every metric has ``count`` series (an error reaching Prometheus counts as not yet)."""
+
+        def complete() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode} (log: {self.log_path})")
-            try:
-                have = {
-                    m: int(float(r[0]["value"][1])) if (r := self.query(f"count({m})")) else 0
-                    for m in metrics
-                }
-                if all(v >= count for v in have.values()):
-                    return
-                last = str(have)
-            except OSError as e:
-                last = str(e)
-            time.sleep(1)
-        raise TimeoutError(
-            f"Prometheus did not get {count} series of each metric within {timeout:.0f}s: {last}"
-        )
+            have = {
+                m: int(float(r[0]["value"][1])) if (r := self.query(f"count({m})")) else 0 for m in metrics
+            }
+            if any(v < count for v in have.values()):
+                progress(f"waiting for {count} series of each metric in Prometheus: {have}")
+                return False
+            return True
+
+        what = f"Prometheus to have {count} series of each metric (log: {self.log_path})"
+        poll(complete, timeout, what, 1, retry_on=(OSError,))
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -26,12 +26,13 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from scheduler.cluster import informers as inf
-from scheduler.cluster.binder import Binder, BindStatus
+from scheduler.cluster.binder import Binder
 from scheduler.cluster.client import ClientConfigError, ClientOptions, new_api_client
 from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
 from scheduler.cluster.preemption import PreemptionExecutor
 from scheduler.cluster.retry import CancelledError
+from scheduler.cluster.store import RESOURCES
 from scheduler.config.options import Options
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
@@ -45,24 +46,13 @@ from scheduler.logs import kv
 from scheduler.metrics import Metrics
 from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
+from scheduler.settings import Settings
 from scheduler.shadow.events import ShadowEventHandlers
 from scheduler.shadow.judge import Judge
 
 logger = logging.getLogger(__name__)
 
-# Binding cycles run at once. kube-scheduler gives every binding cycle its own
-# goroutine; with a fixed pool, throughput is at most workers / Binding-call
-# latency, and on a busy API server a Binding call takes hundreds of ms (16
-# workers held ours near 50 pods/s while the cluster took 150). Threads here
-# mostly wait on the socket, so many are cheap.
-BIND_WORKERS = 64
-EVENT_WRITERS = 32
-"""Threads writing events (scheduler.cluster.events); they share the client's connection pool."""
-SHUTDOWN_GRACE = 10.0
 SHADOW_PATH = "/shadow/decisions"
-
-PREEMPTION_WORKERS = 4
-"""Preemptions carried out at once (each evicts its victims one after the other)."""
 
 
 class KubeIO:
@@ -79,13 +69,7 @@ class KubeIO:
 
     def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
         r = self.binder.bind(pod.namespace, pod.name, pod.uid, node)
-        if r.status is BindStatus.BOUND:
-            return BindOutcome.BOUND, ""
-        if r.status is BindStatus.GONE:
-            return BindOutcome.GONE, r.message
-        if r.status is BindStatus.CANCELLED:
-            return BindOutcome.CANCELLED, r.message
-        return BindOutcome.FAILED, r.message
+        return r.status, r.message
 
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         self.recorder.scheduled(pod.pod, node, profile)
@@ -131,13 +115,19 @@ class LoopMetrics:
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None:
         self.m.pod_bound(attempts, sli_seconds)
 
+    def algorithm(self, seconds: float) -> None:
+        self.m.scheduling_algorithm(seconds)
+
     def preemption(self, victims: int | None) -> None:
         self.m.preemption_attempt(victims)
 
 
 class App:
-    def __init__(self, options: Options) -> None:
+    """The scheduler process of ``options``; its tunables are ``settings`` (scheduler.settings)."""
+
+    def __init__(self, options: Options, settings: Settings | None = None) -> None:
         self.options = options
+        self.settings = settings or Settings()
         self.cfg = options.config
         self.stop = threading.Event()
         self.scheduling = threading.Event()
@@ -173,7 +163,7 @@ class App:
         )
 
     def build(self) -> None:
-        self.api = self._client(pool_maxsize=BIND_WORKERS + 16)
+        self.api = self._client(pool_maxsize=self.settings.binding.workers + 16)
         self.cache = Cache()
         self.queue = SchedulingQueue(
             self.cfg.pod_initial_backoff_seconds,
@@ -189,7 +179,7 @@ class App:
         handlers = shadow or EventHandlers(self.cache, self.queue, self.cfg.scheduler_names())
 
         for plural in sorted(resources_needed(self.cfg)):
-            informer = inf.Informer(self.api, inf.RESOURCES[plural])
+            informer = inf.Informer(self.api, RESOURCES[plural], settings=self.settings.watch)
             if plural == "pods":
                 informer.add_handlers(handlers.on_pod_add, handlers.on_pod_update, handlers.on_pod_delete)
             elif plural == "nodes":
@@ -206,7 +196,13 @@ class App:
         profiles = {}
         for prof in self.cfg.profiles:
             handle = Handle(
-                self.cache, stores, self.api, prof.scheduler_name, self.metrics.registry, self.queue
+                self.cache,
+                stores,
+                self.api,
+                prof.scheduler_name,
+                self.metrics.registry,
+                self.queue,
+                self.settings.prometheus,
             )
             profiles[prof.scheduler_name] = build_profile(
                 self.cfg,
@@ -220,17 +216,23 @@ class App:
             return
         # Events have a client (so a rate limit) of their own, as kube-scheduler's eventClient:
         # at the default 50 QPS, sharing one would halve the binds and drop events.
-        events_api = self._client(pool_maxsize=EVENT_WRITERS + 4, user_agent_suffix="events")
-        self.recorder = EventRecorder(events_api, writers=EVENT_WRITERS)
-        binder = Binder(self.api)
+        settings = self.settings
+        events_api = self._client(pool_maxsize=settings.events.writers + 4, user_agent_suffix="events")
+        self.recorder = EventRecorder(events_api, settings=settings.events)
+        binder = Binder(self.api, settings.binding)
         self.io = KubeIO(
             binder,
             self.recorder,
-            PreemptionExecutor(binder, self.recorder, workers=PREEMPTION_WORKERS),
+            PreemptionExecutor(binder, self.recorder, workers=settings.preemption_workers),
             stores["pods"],
         )
         self.scheduler = Scheduler(
-            self.cache, self.queue, profiles, self.io, LoopMetrics(self.metrics), bind_workers=BIND_WORKERS
+            self.cache,
+            self.queue,
+            profiles,
+            self.io,
+            LoopMetrics(self.metrics),
+            bind_workers=settings.binding.workers,
         )
 
         le = self.options.leader_election
@@ -257,11 +259,16 @@ class App:
 
     def _build_server(self) -> None:
         self.server = SecureServer.from_options(
-            self.options.serving, self.metrics.registry, pod_ip=os.environ.get("POD_IP")
+            self.options.serving,
+            self.metrics.registry,
+            pod_ip=os.environ.get("POD_IP"),
+            settings=self.settings.serving,
         )
         if self.server is not None:
             if self.elector is not None:
-                self.server.add_check("leaderElection", self.elector.check, ("healthz", "livez"))
+                # As kube-scheduler's Run (cmd/kube-scheduler/app/server.go): the leader-election
+                # watchdog is a /healthz and /readyz check; /livez stays a ping.
+                self.server.add_check("leaderElection", self.elector.check, ("healthz", READYZ))
             self.server.add_check(
                 "sched-handler-sync",
                 handler_sync_check(lambda: all(i.has_synced() for i in self.informers)),
@@ -275,7 +282,7 @@ class App:
         self, handlers: ShadowEventHandlers, profiles: dict[str, Profile], stores: dict[str, Any]
     ) -> None:
         """Shadow mode: no binder, no events, no Lease; the judge and its sweep of Pending pods."""
-        self.judge = Judge(self.cache, profiles, self.metrics.registry)
+        self.judge = Judge(self.cache, profiles, self.metrics.registry, settings=self.settings.shadow)
         handlers.judge = self.judge
         handlers.bound_plugins = [
             p for prof in profiles.values() for p in prof.plugins.values() if hasattr(p, "note_bound")
@@ -383,9 +390,11 @@ class App:
         sweeper.join(5)
         return code
 
-    def shutdown(self, code: int, release: bool = True, grace: float = SHUTDOWN_GRACE) -> int:
-        """Stop scheduling, let binds in flight finish (up to ``grace`` seconds), release the
-        lease, stop the rest. After a lost Lease (``grace`` 0) nothing waits for writes."""
+    def shutdown(self, code: int, release: bool = True, grace: float | None = None) -> int:
+        """Stop scheduling, let binds in flight finish (up to ``grace`` seconds, by default the
+        settings' ``shutdown_grace``), release the lease, stop the rest. After a lost Lease
+        (``grace`` 0) nothing waits for writes."""
+        grace = self.settings.shutdown_grace if grace is None else grace
         self.stop.set()
         start = time.monotonic()
         if self.scheduler is not None:

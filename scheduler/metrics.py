@@ -93,7 +93,7 @@ class Metrics:
         )
         self.scheduling_algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
-            "[ALPHA] Scheduling algorithm latency in seconds (filter and score, without binding)",
+            "[BETA] Scheduling algorithm latency in seconds",
             buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
@@ -145,6 +145,7 @@ class Metrics:
             buckets=exponential_buckets(1, 2, 7),
             registry=r,
         )
+        # Set by the leader elector (scheduler.cluster.leaderelection), given it as its gauge.
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates "
@@ -176,17 +177,9 @@ class Metrics:
         pair[0]()
         pair[1](seconds)
 
-    def pod_scheduled(self, profile: str, seconds: float) -> None:
-        self.schedule_attempt(SCHEDULED, profile, seconds)
-
-    def pod_unschedulable(self, profile: str, seconds: float) -> None:
-        self.schedule_attempt(UNSCHEDULABLE, profile, seconds)
-
-    def pod_schedule_error(self, profile: str, seconds: float) -> None:
-        self.schedule_attempt(ERROR, profile, seconds)
-
     def scheduling_algorithm(self, seconds: float) -> None:
-        """Observe the filter+score part of an attempt."""
+        """Observe the algorithm of an attempt: from its start until a node is chosen or, when
+        none fits, until PostFilter is done (kube-scheduler's ``schedulingAlgorithm``)."""
         self.scheduling_algorithm_duration.observe(seconds)
 
     def pod_bound(self, attempts: int, seconds_since_enqueued: float) -> None:
@@ -251,12 +244,6 @@ class Metrics:
             inc = self.queue_incoming_pods.labels(queue, event).inc
             self._incoming[(queue, event)] = inc
         inc()
-
-    # --- leader election -------------------------------------------------------------
-
-    def set_leader(self, lease_name: str, leading: bool) -> None:
-        """``leader_election_master_status{name=lease_name}``: 1 while leading, else 0."""
-        self.leader_election_master_status.labels(lease_name).set(1 if leading else 0)
 
 
 def _attempts_label(attempts: int) -> str:

@@ -18,6 +18,7 @@ from scheduler.core.profile import Observer, Profile
 from scheduler.core.queue import SchedulingQueue
 from scheduler.logs import kv
 from scheduler.plugins.registry import build_plugin
+from scheduler.settings import PrometheusSettings
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class Handle:
         scheduler_name: str,
         metrics_registry: Any,
         queue: SchedulingQueue | None = None,
+        prometheus: PrometheusSettings | None = None,
     ) -> None:
         self.snapshot = cache
         self._queue = queue
@@ -60,6 +62,8 @@ class Handle:
         self.api_client = api_client
         self.scheduler_name = scheduler_name
         self.metrics_registry = metrics_registry
+        self.prometheus = prometheus or PrometheusSettings()
+        """How the Dynamic plugin queries Prometheus."""
         self.framework: Profile | None = None
         """The profile, once built (PostFilter runs its filters)."""
 

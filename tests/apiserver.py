@@ -38,7 +38,6 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,6 +51,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kubernetes import config
+
+from scheduler.polling import PollTimeoutError, poll
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 90.0
@@ -237,15 +238,16 @@ class Proc:
         return "\n".join(lines[-n:])
 
     def wait_for_log(self, needle: str, timeout: float) -> bool:
-        """Poll the log for ``needle`` until the deadline (or the process exits)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if needle in self.log.read_text(errors="replace"):
-                return True
-            if not self.alive():
-                return needle in self.log.read_text(errors="replace")
-            time.sleep(0.1)
-        return False
+        """Poll the log for ``needle`` until the deadline (or the process exits): whether it is there."""
+
+        def logged() -> bool:
+            return needle in self.log.read_text(errors="replace")
+
+        try:
+            poll(lambda: logged() or not self.alive(), timeout, f"{needle!r} in {self.log}", 0.1)
+        except PollTimeoutError:
+            return False
+        return logged()
 
 
 # --- the control plane ------------------------------------------------------------------
@@ -387,17 +389,20 @@ class ControlPlane:
         return str(crt), str(key)
 
     def _wait(self, ok: Any, proc: Proc, what: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
+        def up() -> bool:
             if ok():
-                return
+                return True
             if not proc.alive():
                 raise RuntimeError(
                     f"{proc.name} exited ({proc.popen.returncode if proc.popen else '?'}) "
                     f"before {what}:\n{proc.tail()}"
                 )
-            time.sleep(0.2)
-        raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s:\n{proc.tail()}")
+            return False
+
+        try:
+            poll(up, START_TIMEOUT, what, 0.2)
+        except PollTimeoutError:
+            raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s:\n{proc.tail()}") from None
 
     def stop(self) -> None:
         for p in reversed(self.extra):

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.app import LoopMetrics
+from scheduler.core.cache import Cache
+from scheduler.core.eventhandlers import EventHandlers
+from scheduler.core.framework import unschedulable
+from scheduler.core.loop import BindOutcome, Scheduler
+from scheduler.core.profile import Profile
+from scheduler.core.queue import SchedulingQueue
 from scheduler.metrics import ERROR, SCHEDULED, UNSCHEDULABLE, Metrics
+from tests.core.util import node, pod
 
 
 def scrape(m: Metrics) -> dict[str, object]:
@@ -33,10 +43,10 @@ def bucket_bounds(m: Metrics, family: str) -> list[str]:
 
 def test_attempts_are_counted_and_timed_by_result_and_profile():
     m = Metrics()
-    m.pod_scheduled("default-scheduler", 0.003)
-    m.pod_scheduled("default-scheduler", 0.020)
-    m.pod_unschedulable("default-scheduler", 0.5)
-    m.pod_schedule_error("dynamic", 0.001)
+    m.schedule_attempt(SCHEDULED, "default-scheduler", 0.003)
+    m.schedule_attempt(SCHEDULED, "default-scheduler", 0.020)
+    m.schedule_attempt(UNSCHEDULABLE, "default-scheduler", 0.5)
+    m.schedule_attempt(ERROR, "dynamic", 0.001)
 
     assert value(m, "scheduler_schedule_attempts_total", result=SCHEDULED, profile="default-scheduler") == 2
     assert (
@@ -57,7 +67,7 @@ def test_an_unknown_result_is_refused():
 
 def test_histograms_use_kube_schedulers_buckets():
     m = Metrics()
-    m.pod_scheduled("p", 0.01)
+    m.schedule_attempt(SCHEDULED, "p", 0.01)
     m.scheduling_algorithm(0.01)
     m.extension_point("Filter", "Success", "p", 0.001)
     m.pod_bound(1, 0.5)
@@ -81,6 +91,9 @@ def test_histograms_use_kube_schedulers_buckets():
         "16.384",
         "+Inf",
     ]
+    assert bucket_bounds(m, "scheduler_scheduling_algorithm_duration_seconds") == bucket_bounds(
+        m, "scheduler_scheduling_attempt_duration_seconds"
+    )
     assert bucket_bounds(m, "scheduler_framework_extension_point_duration_seconds") == [
         "0.0001",
         "0.0002",
@@ -135,6 +148,67 @@ def test_extension_points_are_timed_per_profile_and_status():
     assert value(m, hist, extension_point="Bind", status="Error", profile="dynamic") == 1
 
 
+class NotTooBig:
+    """Rejects the pods labelled ``too-big``."""
+
+    name = "NotTooBig"
+
+    def filter(self, state, p, ni):
+        return unschedulable("too big") if "too-big" in p.labels else None
+
+
+class BindingIO:
+    """Answers each bind with the next outcome; records the rest of what the loop asks."""
+
+    def __init__(self, outcomes: list[BindOutcome]) -> None:
+        self.outcomes = outcomes
+        self.failures: list[str] = []
+
+    def bind(self, p, node_name):
+        return self.outcomes.pop(0), ""
+
+    def scheduled(self, p, node_name, profile):
+        pass
+
+    def unschedulable(self, p, message, profile, reason, nominated_node=""):
+        self.failures.append(p.key)
+
+    def preempt(self, preemption, profile, done):
+        done()
+
+
+@pytest.fixture
+def loop() -> Iterator[tuple[Metrics, EventHandlers, SchedulingQueue, Scheduler, BindingIO]]:
+    m = Metrics()
+    cache, queue = Cache(), SchedulingQueue()
+    prof = Profile("p", [NotTooBig()], filters=["NotTooBig"], observe=m.extension_point_observer("p"))
+    io = BindingIO([BindOutcome.BOUND, BindOutcome.FAILED])
+    sched = Scheduler(cache, queue, {"p": prof}, io, LoopMetrics(m), bind_workers=1)
+    handlers = EventHandlers(cache, queue, {"p"})
+    handlers.on_node_add(node("n1"))
+    yield m, handlers, queue, sched, io
+    queue.close()
+    sched.shutdown(2)
+
+
+def test_the_loop_times_the_algorithm_and_the_bind(loop):
+    m, handlers, queue, sched, io = loop
+    for name, labels in (("a", {}), ("b", {}), ("c", {"too-big": "1"})):
+        handlers.on_pod_add(pod(name, scheduler="p", labels=labels))
+    for _ in range(3):
+        qp = queue.pop(timeout=1)
+        assert qp is not None
+        sched.schedule_one(qp)
+    assert sched.wait_idle(5)
+
+    # kube-scheduler's schedulingAlgorithm: every attempt, the one that found no node too
+    assert value(m, "scheduler_scheduling_algorithm_duration_seconds_count") == 3
+    point = "scheduler_framework_extension_point_duration_seconds_count"
+    assert value(m, point, extension_point="Bind", status="Success", profile="p") == 1
+    assert value(m, point, extension_point="Bind", status="Error", profile="p") == 1
+    assert sorted(io.failures) == ["default/b", "default/c"]
+
+
 def test_pending_pods_follow_the_queue_counts():
     m = Metrics()
     m.set_pending_pods({"active": 4, "backoff": 2, "unschedulable": 7, "gated": 0, "in-flight": 1})
@@ -148,26 +222,21 @@ def test_pending_pods_follow_the_queue_counts():
     assert value(m, "scheduler_pending_pods", queue="in-flight") is None
 
 
-def test_queue_events_and_leadership():
+def test_queue_events_are_counted_by_queue_and_event():
     m = Metrics()
     m.pod_enqueued("active", "PodAdd")
     m.pod_enqueued("active", "PodAdd")
     m.pod_enqueued("backoff", "ScheduleAttemptFailure")
-    m.set_leader("dynamic-scheduler", True)
-    m.set_leader("other-lease", True)
-    m.set_leader("other-lease", False)
 
     assert value(m, "scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") == 2
     assert (
         value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 1
     )
-    assert value(m, "leader_election_master_status", name="dynamic-scheduler") == 1
-    assert value(m, "leader_election_master_status", name="other-lease") == 0
 
 
 def test_each_instance_has_its_own_registry_with_process_metrics():
     a, b = Metrics(), Metrics()
-    a.pod_scheduled("p", 0.1)
+    a.schedule_attempt(SCHEDULED, "p", 0.1)
 
     assert value(a, "scheduler_schedule_attempts_total", result=SCHEDULED, profile="p") == 1
     assert value(b, "scheduler_schedule_attempts_total", result=SCHEDULED, profile="p") is None
@@ -180,7 +249,7 @@ def test_each_instance_has_its_own_registry_with_process_metrics():
 def test_an_existing_registry_gets_only_the_scheduler_metrics():
     registry = CollectorRegistry()
     m = Metrics(registry)
-    m.pod_scheduled("p", 0.1)
+    m.schedule_attempt(SCHEDULED, "p", 0.1)
 
     text = generate_latest(registry).decode()
     assert "scheduler_schedule_attempts_total" in text
@@ -189,10 +258,13 @@ def test_an_existing_registry_gets_only_the_scheduler_metrics():
 
 def test_exposition_reads_like_kube_scheduler():
     m = Metrics()
-    m.pod_scheduled("p", 0.1)
+    m.schedule_attempt(SCHEDULED, "p", 0.1)
     m.pod_enqueued("active", "PodAdd")
 
     text = generate_latest(m.registry).decode()
     assert "# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts to schedule pods" in text
     assert "# TYPE scheduler_pod_scheduling_sli_duration_seconds histogram" in text
+    assert (
+        "# HELP scheduler_scheduling_algorithm_duration_seconds [BETA] Scheduling algorithm latency" in text
+    )
     assert "_created" not in text

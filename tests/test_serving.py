@@ -24,11 +24,12 @@ from scheduler.serving import (
     SecureServer,
     ServingError,
     handler_sync_check,
-    leader_election_watchdog,
     load_pem_chain_via_tempdir,
     self_signed_certificate,
     shutdown_check,
 )
+from scheduler.serving.checks import HealthChecks
+from scheduler.settings import ServingSettings
 
 
 class Response:
@@ -146,33 +147,18 @@ def test_single_checks_and_exclusions(serve):
     )
 
 
-def test_leader_election_watchdog_fails_only_a_leader_that_stopped_renewing(serve):
-    server = serve()
-    now, leading, renewed = [100.0], [False], [None]
-    server.add_check(
-        "leaderElection",
-        leader_election_watchdog(
-            lambda: leading[0],
-            lambda: renewed[0],
-            lease_duration=15,
-            lease_name="kube-system/dynamic-scheduler",
-            clock=lambda: now[0],
-        ),
-    )
-
-    assert request(server, "/healthz/leaderElection").text == "ok"  # a standby is healthy
-    leading[0], renewed[0] = True, 90.0
-    assert request(server, "/livez").text == "ok"
-    now[0] = 90.0 + 35.0  # exactly leaseDuration + 20 s: still tolerated
-    assert request(server, "/readyz").status == 200
-    now[0] = 90.0 + 35.5
-    for endpoint in ("/healthz", "/livez", "/readyz"):
-        r = request(server, endpoint)
-        assert r.status == 500, endpoint
-        assert (
-            "[-]leaderElection failed: failed election to renew leadership on lease "
-            "kube-system/dynamic-scheduler (not renewed for 35s)\n"
-        ) in r.text
+def test_a_check_is_added_to_all_its_endpoints_or_to_none():
+    checks = HealthChecks()
+    checks.add("synced", lambda: None, [READYZ])
+    with pytest.raises(ValueError, match="check 'synced' is already registered for /readyz"):
+        checks.add("synced", lambda: None)
+    assert checks.answer("/healthz/synced", "") == ("404 Not Found", b"404 page not found\n")
+    with pytest.raises(ValueError, match="unknown endpoint 'startupz'"):
+        checks.add("other", lambda: None, ["healthz", "startupz"])
+    with pytest.raises(ValueError, match="invalid check name"):
+        checks.add("a/b", lambda: None)
+    assert checks.answer("/healthz", "verbose") == ("200 OK", b"[+]ping ok\nhealthz check passed\n")
+    assert checks.answer("/readyz/synced", "") == ("200 OK", b"ok")
 
 
 def test_unknown_paths_and_methods(serve):
@@ -196,10 +182,10 @@ def test_head_answers_headers_without_a_body(serve):
 def test_metrics_exposes_the_kube_scheduler_names(serve):
     metrics = Metrics()
     server = serve(metrics)
-    metrics.pod_scheduled("default-scheduler", 0.02)
-    metrics.pod_unschedulable("default-scheduler", 0.01)
+    metrics.schedule_attempt("scheduled", "default-scheduler", 0.02)
+    metrics.schedule_attempt("unschedulable", "default-scheduler", 0.01)
     metrics.set_pending_pods({"active": 2, "backoff": 0, "unschedulable": 1, "gated": 0})
-    metrics.set_leader("dynamic-scheduler", True)
+    metrics.leader_election_master_status.labels("dynamic-scheduler").set(1)
 
     r = request(server, "/metrics")
     assert r.status == 200
@@ -358,7 +344,7 @@ def test_the_tempdir_fallback_leaves_no_key_behind(tmp_path: Path):
 
 
 def test_connections_beyond_the_limit_wait_for_a_free_thread(serve):
-    server = serve(max_connections=1)
+    server = serve(settings=ServingSettings(max_connections=1))
     idle = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # holds the only thread
     try:
         done: list[Response] = []

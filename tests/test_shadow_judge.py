@@ -5,7 +5,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from scheduler.core.cache import Cache
-from scheduler.shadow import judge as judge_module
 from scheduler.shadow.judge import DIFFERENT, PLACEABLE, SAME, UNSCHEDULABLE, Judge
 from tests.core.test_explain import default_profile
 from tests.core.util import node, pinfo, pod
@@ -73,10 +72,10 @@ def test_the_sweep_judges_a_pod_ours_cannot_place_either_once_a_minute():
     assert [d.verdict for d in j.sweep_pending([stuck, fits])] == [PLACEABLE]
     assert judged(registry) == 2
     for _ in range(5):  # sweeps every 10 s: neither is judged again
-        clock.now += judge_module.SWEEP_EVERY
+        clock.now += j.settings.sweep_every
         assert j.sweep_pending([stuck, fits]) == []
     assert judged(registry) == 2
-    clock.now += judge_module.RELOOK_EVERY
+    clock.now += j.settings.relook_every
     assert j.sweep_pending([stuck, fits]) == []
     assert judged(registry) == 3  # the stuck one again; the placeable one was reported once
     j.forget(stuck["metadata"]["uid"])  # bound or deleted meanwhile: judged afresh if it comes back

@@ -39,6 +39,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 
 Refusal = tuple[int, int | None]
 """(HTTP code, Retry-After seconds or None) of a refused binding."""
@@ -62,6 +63,10 @@ class WebhookTLS:
     cert_pem: bytes
     key_pem: bytes
     ca_pem: bytes
+
+
+class _UnreachableError(Exception):
+    """The probe's 500: the API server cannot call the webhook (yet)."""
 
 
 class _Webhook:
@@ -160,9 +165,8 @@ class _Webhook:
 
     def _wait_active(self, timeout: float = 30.0) -> None:
         """The API server loads webhook configurations asynchronously: probe until ours answers."""
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+
+        def answered() -> bool:
             try:
                 api_request(
                     self.admin,
@@ -173,12 +177,13 @@ class _Webhook:
                 )
             except ApiException as e:
                 if e.status == 403 and "probe" in (e.body or ""):
-                    return
-                if e.status != 500:  # 500: the API server cannot call the webhook (yet)
+                    return True
+                if e.status != 500:
                     raise
-                last = (e.body or "")[:300]
-            time.sleep(0.1)
-        raise AssertionError(f"the test webhook never became active: {last}")
+                raise _UnreachableError((e.body or "")[:300]) from None
+            return False  # admitted without it: not loaded yet
+
+        poll(answered, timeout, "the test webhook to become active", 0.1, retry_on=(_UnreachableError,))
 
     def __exit__(self, *exc: Any) -> None:
         with contextlib.suppress(ApiException):

@@ -23,7 +23,6 @@ tests/cluster/test_binder.py:
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import threading
@@ -34,37 +33,29 @@ from typing import Any
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.client import Timeout, api_request, read_json
+from scheduler.cluster.client import api_request, read_json
 from scheduler.cluster.retry import CancelledError, call_with_retries, retriable, status_message
+from scheduler.core.loop import BindOutcome
 from scheduler.logs import V, kv
+from scheduler.settings import BindingSettings
 
 logger = logging.getLogger(__name__)
 
 
-class BindStatus(enum.Enum):
-    BOUND = "bound"
-    GONE = "gone"
-    """409 Conflict or 404: the pod is bound already (by someone else) or deleted. Drop it; don't retry."""
-    FAILED = "failed"
-    """Anything else, after retries: the caller treats it as a scheduling error (requeue with backoff)."""
-    CANCELLED = "cancelled"
-    """The Binder was halted (leadership lost) before the bind, or between its retries."""
-
-
 @dataclass(frozen=True)
 class BindResult:
-    status: BindStatus
+    status: BindOutcome
     message: str = ""
     code: int | None = None
     attempts: int = 1
 
     @property
     def bound(self) -> bool:
-        return self.status is BindStatus.BOUND
+        return self.status is BindOutcome.BOUND
 
     @property
     def drop(self) -> bool:
-        return self.status is BindStatus.GONE
+        return self.status is BindOutcome.GONE
 
 
 def binding_body(namespace: str, name: str, uid: str | None, node: str) -> dict[str, Any]:
@@ -87,30 +78,16 @@ def now_rfc3339() -> str:
 class Binder:
     """Binds pods and writes their PodScheduled condition, retrying 429/5xx with tenacity.
 
-    ``attempts``/``max_seconds`` bound each call's retries; the backoff is
-    exponential with jitter from ``initial_wait`` to ``max_wait``, and never
-    shorter than a ``Retry-After`` the server sent (capped at ``retry_after_cap``).
+    ``settings`` bound each call's retries (:class:`scheduler.settings.BindingSettings`): the
+    backoff is exponential with jitter from ``initial_wait`` to ``max_wait``, and never shorter
+    than a ``Retry-After`` the server sent (capped at ``retry_after_cap``).
     """
 
-    def __init__(
-        self,
-        api_client: ApiClient,
-        *,
-        attempts: int = 5,
-        max_seconds: float = 15.0,
-        initial_wait: float = 0.2,
-        max_wait: float = 5.0,
-        retry_after_cap: float = 10.0,
-        timeout: Timeout = (5.0, 15.0),
-    ) -> None:
+    def __init__(self, api_client: ApiClient, settings: BindingSettings | None = None) -> None:
         self.api = api_client
         self.core = CoreV1Api(api_client)
-        self.attempts = attempts
-        self.max_seconds = max_seconds
-        self.initial_wait = initial_wait
-        self.max_wait = max_wait
-        self.retry_after_cap = retry_after_cap
-        self.timeout = timeout
+        self.settings = settings or BindingSettings()
+        self.timeout = self.settings.timeout
         self.halted = threading.Event()
         """Set by :meth:`halt`: no write starts any more (a retry's backoff ends at once)."""
 
@@ -122,11 +99,11 @@ class Binder:
         return call_with_retries(
             fn,
             what=what,
-            attempts=self.attempts,
-            max_seconds=self.max_seconds,
-            initial_wait=self.initial_wait,
-            max_wait=self.max_wait,
-            retry_after_cap=self.retry_after_cap,
+            attempts=self.settings.attempts,
+            max_seconds=self.settings.max_seconds,
+            initial_wait=self.settings.initial_wait,
+            max_wait=self.settings.max_wait,
+            retry_after_cap=self.settings.retry_after_cap,
             on_attempt=on_attempt,
             cancel=self.halted,
         )
@@ -152,33 +129,33 @@ class Binder:
             self._retrying(call, "bind", count)
         except CancelledError:
             logger.log(V(2), "Not binding: halted", extra=kv(pod=f"{namespace}/{name}", node=node))
-            return BindResult(BindStatus.CANCELLED, "halted", attempts=attempts)
+            return BindResult(BindOutcome.CANCELLED, "halted", attempts=attempts)
         except ApiException as e:
             msg = status_message(e)
             if e.status in (404, 409):
                 # After an attempt whose answer we did not get, a 409 may be our own bind.
                 if e.status == 409 and attempts > 1 and self._bound_to(namespace, name, uid, node):
-                    return BindResult(BindStatus.BOUND, attempts=attempts)
+                    return BindResult(BindOutcome.BOUND, attempts=attempts)
                 logger.log(
                     V(2),
                     "Pod bound or deleted elsewhere",
                     extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg),
                 )
-                return BindResult(BindStatus.GONE, msg, e.status, attempts)
+                return BindResult(BindOutcome.GONE, msg, e.status, attempts)
             logger.warning(
                 "Binding failed",
                 extra=kv(pod=f"{namespace}/{name}", node=node, code=e.status, err=msg, attempts=attempts),
             )
-            return BindResult(BindStatus.FAILED, msg, e.status, attempts)
+            return BindResult(BindOutcome.FAILED, msg, e.status, attempts)
         except Exception as e:  # connection errors after the last attempt
             if retriable(e) and attempts > 0 and self._bound_to(namespace, name, uid, node):
-                return BindResult(BindStatus.BOUND, attempts=attempts)
+                return BindResult(BindOutcome.BOUND, attempts=attempts)
             logger.warning(
                 "Binding failed",
                 extra=kv(pod=f"{namespace}/{name}", node=node, err=str(e)[:300], attempts=attempts),
             )
-            return BindResult(BindStatus.FAILED, f"{type(e).__name__}: {e}", None, attempts)
-        return BindResult(BindStatus.BOUND, attempts=attempts)
+            return BindResult(BindOutcome.FAILED, f"{type(e).__name__}: {e}", None, attempts)
+        return BindResult(BindOutcome.BOUND, attempts=attempts)
 
     def _bound_to(self, namespace: str, name: str, uid: str | None, node: str) -> bool:
         try:

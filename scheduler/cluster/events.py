@@ -51,9 +51,10 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.client import Timeout, api_request
+from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries, status_message
 from scheduler.logs import V, kv
+from scheduler.settings import EventSettings
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ _STOP = object()
 class EventRecorder:
     """Asynchronous ``events.k8s.io/v1`` writer; see the module docstring.
 
-    ``reporting_instance`` overrides ``<controller>-<hostname>``.
+    ``reporting_instance`` overrides ``<controller>-<hostname>``; ``settings`` are the queue,
+    the writers, the series and the retries (:class:`scheduler.settings.EventSettings`).
     """
 
     def __init__(
@@ -126,25 +128,20 @@ class EventRecorder:
         api_client: ApiClient,
         *,
         reporting_instance: str | None = None,
-        queue_size: int = 1000,
-        writers: int = 32,
-        window: float = 360.0,
-        series_interval: float = 10.0,
-        timeout: Timeout = (5.0, 10.0),
-        attempts: int = 3,
-        max_seconds: float = 5.0,
+        settings: EventSettings | None = None,
     ) -> None:
         self.api = api_client
         self.reporting_instance = reporting_instance
         self.hostname = socket.gethostname()
-        self.window = window
-        self.series_interval = series_interval
-        self.timeout = timeout
-        self.attempts = attempts
-        self.max_seconds = max_seconds
-        self.writers = max(1, writers)
+        self.settings = settings = settings or EventSettings()
+        self.window = settings.window
+        self.series_interval = settings.series_interval
+        self.timeout = settings.timeout
+        self.attempts = settings.attempts
+        self.max_seconds = settings.max_seconds
+        self.writers = max(1, settings.writers)
         self.stats = RecorderStats()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=settings.queue_size)
         self._series: dict[tuple[Any, ...], _Series] = {}
         self._lock = threading.Lock()
         """Guards ``_series`` and ``stats`` (the writers share them)."""

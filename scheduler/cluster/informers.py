@@ -48,110 +48,11 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.client import api_request
+from scheduler.cluster.store import Obj, ObjectStore, Resource, object_key
 from scheduler.logs import V, kv
+from scheduler.settings import WatchSettings
 
 logger = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where to list and watch a resource (cluster-wide), and which objects to keep."""
-
-    plural: str
-    path: str
-    """The collection's URL path, e.g. ``/api/v1/pods``."""
-    namespaced: bool
-    field_selector: str | None = None
-    label_selector: str | None = None
-
-    def in_namespace(self, namespace: str) -> Resource:
-        if not self.namespaced:
-            raise ValueError(f"{self.plural} are not namespaced")
-        prefix, _, _ = self.path.rpartition("/")
-        return Resource(
-            self.plural,
-            f"{prefix}/namespaces/{namespace}/{self.plural}",
-            True,
-            self.field_selector,
-            self.label_selector,
-        )
-
-
-# kube-scheduler watches all pods except terminal ones (scheduler.go, NewInformerFactory).
-PODS = Resource("pods", "/api/v1/pods", True, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-NODES = Resource("nodes", "/api/v1/nodes", False)
-NAMESPACES = Resource("namespaces", "/api/v1/namespaces", False)
-PERSISTENT_VOLUME_CLAIMS = Resource("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", True)
-PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", False)
-STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
-CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
-CSI_DRIVERS = Resource("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", False)
-VOLUME_ATTACHMENTS = Resource("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", False)
-POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", True)
-
-RESOURCES = {
-    r.plural: r
-    for r in (
-        PODS,
-        NODES,
-        NAMESPACES,
-        PERSISTENT_VOLUME_CLAIMS,
-        PERSISTENT_VOLUMES,
-        STORAGE_CLASSES,
-        CSI_NODES,
-        CSI_DRIVERS,
-        VOLUME_ATTACHMENTS,
-        POD_DISRUPTION_BUDGETS,
-    )
-}
-
-
-def object_key(obj: Obj) -> str:
-    """``namespace/name``, or ``name`` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc)."""
-    meta = obj["metadata"]
-    ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns else meta["name"]
-
-
-class ObjectStore:
-    """The informer's store: key → raw object. Implements ``scheduler.core.framework.Store``."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[str, Obj] = {}
-
-    def get(self, key: str) -> Obj | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def list(self) -> list[Obj]:
-        with self._lock:
-            return list(self._items.values())
-
-    def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._items)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-    def _set(self, key: str, obj: Obj) -> Obj | None:
-        with self._lock:
-            old = self._items.get(key)
-            self._items[key] = obj
-            return old
-
-    def _pop(self, key: str) -> Obj | None:
-        with self._lock:
-            return self._items.pop(key, None)
-
-    def _replace(self, items: dict[str, Obj]) -> dict[str, Obj]:
-        with self._lock:
-            old, self._items = self._items, items
-            return old
 
 
 @dataclass
@@ -188,16 +89,8 @@ class _WatchError(Exception):
 
 
 class Informer:
-    """List+watch ``resource`` into :attr:`store`, calling the handlers.
-
-    ``watch_timeout`` is the server-side ``timeoutSeconds`` (randomised up to
-    twice that, as client-go's reflector does, so watches don't all end
-    together); ``read_timeout`` is the longest the client waits for any byte
-    on a watch before it calls the connection dead and watches again. The API
-    server sends a bookmark at least once a minute to watchers that allow
-    them, and one shortly before ``timeoutSeconds`` ends, so ``read_timeout``
-    should exceed ``min(watch_timeout, 60)``.
-    """
+    """List+watch ``resource`` into :attr:`store`, calling the handlers; its timeouts, page size and
+    backoff are ``settings`` (:class:`scheduler.settings.WatchSettings`)."""
 
     def __init__(
         self,
@@ -205,24 +98,14 @@ class Informer:
         resource: Resource,
         *,
         name: str | None = None,
-        page_size: int = 500,
-        watch_timeout: int = 300,
-        read_timeout: float = 90.0,
-        connect_timeout: float = 5.0,
-        list_timeout: float = 60.0,
-        backoff: tuple[float, float] = (0.8, 30.0),
+        settings: WatchSettings | None = None,
     ) -> None:
         self.api = api_client
         self.resource = resource
         self.name = name or resource.plural
         self.store = ObjectStore()
         self.stats = InformerStats()
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.read_timeout = read_timeout
-        self.connect_timeout = connect_timeout
-        self.list_timeout = list_timeout
-        self.backoff = backoff
+        self.settings = settings or WatchSettings()
         self._handlers: list[Handlers] = []
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -309,7 +192,9 @@ class Informer:
                 )
                 self.stats.watch_errors += 1
                 self.stats.last_error = f"{type(e).__name__}: {e}"
-                delay = min(self.backoff[1], self.backoff[0] * 2 ** (failures - 1)) * (0.5 + random.random())
+                delay = min(self.settings.backoff[1], self.settings.backoff[0] * 2 ** (failures - 1)) * (
+                    0.5 + random.random()
+                )
                 logger.warning(
                     "Watch or list failed; retrying",
                     extra=kv(
@@ -345,8 +230,8 @@ class Informer:
                     self.api,
                     "GET",
                     self.resource.path,
-                    query=self._query(limit=self.page_size, **{"continue": cont}),
-                    timeout=(self.connect_timeout, self.list_timeout),
+                    query=self._query(limit=self.settings.page_size, **{"continue": cont}),
+                    timeout=(self.settings.connect_timeout, self.settings.list_timeout),
                 )
             except ApiException as e:
                 if e.status == 410 and cont:
@@ -366,7 +251,7 @@ class Informer:
                 return None
         self.stats.lists += 1
         self.resource_version = rv
-        old = self.store._replace(items)
+        old = self.store.replace(items)
         adds = updates = deletes = 0
         for key, obj in items.items():
             prev = old.pop(key, None)
@@ -390,7 +275,7 @@ class Informer:
 
     def _watch(self, rv: str) -> str:
         self._progress = False
-        timeout = int(self.watch_timeout * (1 + random.random()))
+        timeout = int(self.settings.watch_timeout * (1 + random.random()))
         query = self._query(
             watch="true", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=timeout
         )
@@ -402,7 +287,7 @@ class Informer:
                 header_params={"Accept": "application/json"},
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=(self.connect_timeout, self.read_timeout),
+                _request_timeout=(self.settings.connect_timeout, self.settings.read_timeout),
             )
         except ApiException as e:
             if e.status == 410:
@@ -452,13 +337,13 @@ class Informer:
         self.stats.events += 1
         key = object_key(obj)
         if typ == "ADDED" or typ == "MODIFIED":
-            old = self.store._set(key, obj)
+            old = self.store.set(key, obj)
             if old is None:
                 self._dispatch("add", key, obj)
             else:
                 self._dispatch("update", key, obj, old)
         elif typ == "DELETED":
-            self.store._pop(key)
+            self.store.pop(key)
             self._dispatch("delete", key, obj)
         else:
             logger.warning("Unknown watch event type", extra=kv(informer=self.name, type=typ))

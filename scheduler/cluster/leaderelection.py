@@ -39,44 +39,12 @@ Why not ``kubernetes.leaderelection``: 36.x has only a ConfigMap lock (on the
 global default client), sleeps a fixed period, neither releases nor reports
 loss in a way the app can act on.
 
-**Takeover** (``takeover=True``). To replace a running Go kube-scheduler (or
-any foreign holder) without waiting for its lease to lapse, we take the Lease
-at once (a replace guarded by its resourceVersion) when a *foreign* holder
-has it, and only then wait before reporting leadership, until the old holder
-must have stopped.
-
-*Whose lease is it?* The Lease has no field for "kind of holder", and
-``<hostname>_<uuid>`` looks the same for both. Every write of ours sets the
-annotation ``dynamic-scheduler.io/holder`` to our identity. client-go's
-LeaseLock sends back the whole object it read, so the annotation survives a
-Go scheduler's writes, but with *our old identity* in it: a lease is ours iff
-the annotation equals ``spec.holderIdentity``. A Go holder therefore never
-matches; a deleted and re-created Lease has no annotation. (A predicate can
-replace this test: ``is_ours``.)
-
-*The safe wait.* A client-go leader whose renewal at ``t0`` succeeded (its
-last one, since ours changed the resourceVersion at ``T >= t0``) starts its
-next round at ``t0 + R`` and gives up at ``t0 + R + D`` (R = its retryPeriod,
-D = its renewDeadline), calling OnStoppedLeading: kube-scheduler exits. We
-cannot read R and D off the Lease, but client-go's own safety rests on
-``R + D <= L`` (``L`` = ``leaseDurationSeconds`` it wrote: a standby takes the
-lease ``L`` after its last change), and we also assume the peer uses no
-longer timings than ours. So we report leading after
-
-    wait = max(L_old, renew_deadline + retry_period) + retry_period
-
-from our successful takeover; the final ``retry_period`` covers the latency
-of the old leader's last renew response and its exit. Defaults (15/10/2 s):
-17 s. During the wait we hold and renew the lease; losing it then is a loss.
-Set ``takeover_wait`` to override.
-
-*Giving it back.* ``dynamic-scheduler restore lease`` annotates the Lease
-``dynamic-scheduler.io/restoring`` before it stops our replicas, and removes
-the annotation once kube-scheduler holds the Lease again. Meanwhile no
-takeover happens: a replica not yet stopped would otherwise take the Lease
-from kube-scheduler the moment kube-scheduler had it back, and kube-scheduler
-would exit (into a restart back-off of up to 5 minutes). A free or expired
-Lease is still acquired as usual; the replica gives it up when it stops.
+Our additions live beside this module: the Lease object and its annotations
+(``scheduler.cluster.leases``: whose holder is ours, when ours started
+leading) and the rules for taking a Lease from a foreign holder and giving it
+back (``scheduler.cluster.takeover``). The elector itself is client-go's one
+state machine, whose loops share the record it last observed: it is kept whole
+in this module.
 """
 
 from __future__ import annotations
@@ -90,26 +58,19 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import Gauge
 
-from scheduler.cluster.client import api_request
-from scheduler.cluster.informers import Informer, Resource
+from scheduler.cluster import takeover
+from scheduler.cluster.informers import Informer
+from scheduler.cluster.leases import LeaseClient, annotated_as_ours, micro_time, watch_lease, with_spec
 from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
 
-HOLDER_ANNOTATION = "dynamic-scheduler.io/holder"
-RESTORING_ANNOTATION = "dynamic-scheduler.io/restoring"
-LEADING_ANNOTATION = "dynamic-scheduler.io/leading-since"
-"""When the holder (ours: see ``annotated_as_ours``) started leading, i.e. scheduling: written
-by the first renew after it; absent while a holder of ours waits (after a takeover, the safe
-wait). ``deploy lease`` waits for it."""
-"""Set on the Lease by ``dynamic-scheduler restore`` while it gives the Lease back: no takeover then."""
 JITTER_FACTOR = 1.2
 EXPIRY_MARGIN = 0.01
 """A standby wakes this long after the lease it saw expires (the test is a strict ``>``)."""
@@ -137,32 +98,6 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def being_restored(lease: dict[str, Any]) -> bool:
-    """``restore`` is giving this Lease back to kube-scheduler (see the module docstring)."""
-    ann = (lease.get("metadata") or {}).get("annotations") or {}
-    return bool(ann.get(RESTORING_ANNOTATION))
-
-
-def leading_since(lease: dict[str, Any] | None) -> str | None:
-    """When the Lease's holder, one of ours, started leading (RFC 3339), or None while it waits
-    or when the holder is not ours."""
-    if lease is None or not annotated_as_ours(lease):
-        return None
-    value = ((lease.get("metadata") or {}).get("annotations") or {}).get(LEADING_ANNOTATION)
-    return str(value) if value else None
-
-
-def annotated_as_ours(lease: dict[str, Any]) -> bool:
-    """The default "is this holder one of us" test (see the module docstring)."""
-    holder = (lease.get("spec") or {}).get("holderIdentity") or ""
-    ann = (lease.get("metadata") or {}).get("annotations") or {}
-    return bool(holder) and ann.get(HOLDER_ANNOTATION) == holder
-
-
 @dataclass
 class LeaderElectionConfig:
     namespace: str = "kube-system"
@@ -173,7 +108,7 @@ class LeaderElectionConfig:
     retry_period: float = 2.0
     release_on_cancel: bool = True
     takeover: bool = False
-    """Take the lease from a foreign holder at once (then wait; see the module docstring)."""
+    """Take the lease from a foreign holder at once, then wait (``scheduler.cluster.takeover``)."""
     takeover_wait: float | None = None
     """Seconds between a takeover and leading; None computes the safe wait."""
     is_ours: Callable[[dict[str, Any]], bool] = annotated_as_ours
@@ -243,9 +178,7 @@ class LeaderElector:
         self._announced = False  # the Lease written carries it
         self._acquiring = False  # takeover is for acquiring at start only, never once we have led
         self.takeovers = 0
-        self.path = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases/{self.config.name}"
-        )
+        self.leases = LeaseClient(api_client, self.config.namespace, self.config.name)
 
     # --- public API ------------------------------------------------------------------
 
@@ -292,10 +225,13 @@ class LeaderElector:
         return None
 
     def safe_takeover_wait(self, old_lease_duration: float) -> float:
-        if self.config.takeover_wait is not None:
-            return self.config.takeover_wait
         c = self.config
-        return max(old_lease_duration, c.renew_deadline + c.retry_period) + c.retry_period
+        return takeover.safe_wait(
+            old_lease_duration,
+            renew_deadline=c.renew_deadline,
+            retry_period=c.retry_period,
+            override=c.takeover_wait,
+        )
 
     def run(self) -> None:
         """The election loop; returns when stopped or when leadership was lost."""
@@ -317,7 +253,7 @@ class LeaderElector:
         deadline = self.clock() + self.config.renew_deadline
         while self.clock() < deadline:
             try:
-                lease = self._get(timeout=max(0.1, deadline - self.clock()))
+                lease = self.leases.get(timeout=max(0.1, deadline - self.clock()))
             except ApiException as e:
                 if e.status == 404:
                     return True
@@ -346,7 +282,7 @@ class LeaderElector:
                 annotate="",
             )
             try:
-                self._put(new, timeout=max(0.1, deadline - self.clock()))
+                self.leases.put(new, timeout=max(0.1, deadline - self.clock()))
             except ApiException as e:
                 if e.status == 409:
                     continue
@@ -372,34 +308,7 @@ class LeaderElector:
                 watcher.stop(timeout=1.0)
 
     def _watch_lease(self) -> Informer | None:
-        """An informer on our one lease while standing by; None when we may not list it."""
-        c = self.config
-        res = Resource(
-            "leases",
-            f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases",
-            True,
-            field_selector=f"metadata.name={c.name}",
-        )
-        try:
-            api_request(
-                self.api,
-                "GET",
-                res.path,
-                query=[("fieldSelector", res.field_selector), ("limit", 1)],
-                timeout=c.request_timeout,
-            )
-        except ApiException as e:
-            if e.status in (401, 403):
-                logger.info(
-                    "May not watch the lease; standing by with polls only",
-                    extra=kv(lock=self._describe(), code=e.status),
-                )
-                return None
-        except Exception:  # noqa: BLE001 - the informer retries on its own
-            pass
-        informer = Informer(self.api, res, name=f"lease-{c.name}", watch_timeout=60, read_timeout=90.0)
-        informer.add_handlers(self._watched, lambda _old, new: self._watched(new), self._watched_gone)
-        return informer.start()
+        return watch_lease(self.leases, self._watched, self._watched_gone, self.config.request_timeout)
 
     def _watched(self, lease: dict[str, Any]) -> None:
         if not self._acquiring or self.is_leader():
@@ -512,7 +421,7 @@ class LeaderElector:
                 record["acquireTime"] = self._observed.get("acquireTime") or now
                 record["leaseTransitions"] = self._observed.get("leaseTransitions") or 0
             try:
-                self._lease = self._put(self._with_spec(self._lease, record), timeout=left())
+                self._lease = self.leases.put(self._with_spec(self._lease, record), timeout=left())
                 self._set_observed(self._lease)
                 self._announced = self._leading_since is not None
                 return True
@@ -525,13 +434,13 @@ class LeaderElector:
         if self._stop.is_set():  # never write after stop(): a release may be under way
             return False
         try:
-            lease = self._get(timeout=left())
+            lease = self.leases.get(timeout=left())
         except ApiException as e:
             if e.status != 404:
                 logger.error("Error retrieving lease lock", extra=kv(lock=self._describe(), err=_err(e)))
                 return False
             try:
-                self._lease = self._create(record, timeout=left())
+                self._lease = self.leases.create(record, timeout=left())
             except Exception as e2:  # noqa: BLE001
                 logger.error(
                     "Error initially creating lease lock", extra=kv(lock=self._describe(), err=_err(e2))
@@ -546,25 +455,16 @@ class LeaderElector:
         self._observe(lease)
         old = lease.get("spec") or {}
         holder = old.get("holderIdentity") or ""
-        takeover = False
+        taking_over = False
         if holder and self._lease_valid() and not self.is_leader():
-            # A lease taken from us while we lead is lost, never taken back:
-            # takeover applies only while acquiring at start.
-            if not (c.takeover and self._acquiring and not c.is_ours(lease)):
-                logger.log(
-                    V(4),
-                    "Lease is held and has not yet expired",
-                    extra=kv(lock=self._describe(), holder=holder),
-                )
+            refused = takeover.refusal(
+                lease, enabled=c.takeover, acquiring=self._acquiring, is_ours=c.is_ours
+            )
+            if refused is not None:
+                level, message = refused
+                logger.log(level, message, extra=kv(lock=self._describe(), holder=holder))
                 return False
-            if being_restored(lease):
-                logger.log(
-                    V(2),
-                    "Lease is being given back to its holder (restore); not taking it over",
-                    extra=kv(lock=self._describe(), holder=holder),
-                )
-                return False
-            takeover = True
+            taking_over = True
         if self.is_leader():
             record["acquireTime"] = old.get("acquireTime") or now
             record["leaseTransitions"] = old.get("leaseTransitions") or 0
@@ -573,13 +473,13 @@ class LeaderElector:
         if self._stop.is_set():
             return False
         try:
-            self._lease = self._put(self._with_spec(lease, record), timeout=left())
+            self._lease = self.leases.put(self._with_spec(lease, record), timeout=left())
         except Exception as e:  # noqa: BLE001
             logger.error("Failed to update lease", extra=kv(lock=self._describe(), err=_err(e)))
             return False
         self._set_observed(self._lease)
         self._announced = self._leading_since is not None
-        if takeover:
+        if taking_over:
             self.takeovers += 1
             wait = self.safe_takeover_wait(float(old.get("leaseDurationSeconds") or c.lease_duration))
             self._lead_at = self.clock() + wait
@@ -631,43 +531,13 @@ class LeaderElector:
     def _with_spec(
         self, lease: dict[str, Any], spec: dict[str, Any], annotate: str | None = None
     ) -> dict[str, Any]:
-        meta = dict(lease.get("metadata") or {})
-        ann = dict(meta.get("annotations") or {})
-        ann[HOLDER_ANNOTATION] = spec["holderIdentity"] if annotate is None else annotate
-        if annotate is None and self._leading_since is not None:
-            ann[LEADING_ANNOTATION] = self._leading_since
-        else:  # acquiring, waiting, or giving the Lease up: not leading (yet)
-            ann.pop(LEADING_ANNOTATION, None)
-        meta["annotations"] = ann
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
-
-    def _get(self, timeout: float) -> dict[str, Any]:
-        return api_request(self.api, "GET", self.path, timeout=timeout)
-
-    def _put(self, lease: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return api_request(self.api, "PUT", self.path, body=lease, timeout=timeout)
-
-    def _create(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.config.name,
-                "namespace": self.config.namespace,
-                "annotations": {HOLDER_ANNOTATION: spec["holderIdentity"]},
-            },
-            "spec": spec,
-        }
-        return api_request(
-            self.api,
-            "POST",
-            f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases",
-            body=body,
-            timeout=timeout,
-        )
+        """``lease`` with ``spec``, annotated as ours (``annotate`` names another holder: the release)."""
+        if annotate is not None:
+            return with_spec(lease, spec, holder=annotate, leading=None)
+        return with_spec(lease, spec, holder=spec["holderIdentity"], leading=self._leading_since)
 
     def _describe(self) -> str:
-        return f"{self.config.namespace}/{self.config.name}"
+        return str(self.leases)
 
     def _callback(self, fn: Callable[..., None] | None, what: str, *args: Any) -> None:
         if fn is None:

@@ -27,11 +27,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.breakdown import largest_lead
 from scheduler.core.filtering import FitError, SchedulingError, filter_nodes_of
 from scheduler.core.framework import Code, CycleState, Snapshot, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.core.profile import Profile, largest_lead
+from scheduler.core.profile import Profile
 from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)

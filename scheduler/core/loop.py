@@ -38,12 +38,15 @@ logger = logging.getLogger(__name__)
 
 
 class BindOutcome(enum.Enum):
+    """How a bind ended (``scheduler.cluster.binder`` reports it)."""
+
     BOUND = "bound"
     GONE = "gone"
-    """409/404: someone else bound the pod, or it was deleted. Drop it; don't retry."""
+    """409 Conflict or 404: the pod is bound already (by someone else) or deleted. Drop it; don't retry."""
     FAILED = "failed"
+    """Anything else, after retries: a scheduling error (requeued with backoff)."""
     CANCELLED = "cancelled"
-    """Not sent: the scheduler was halted (its Lease lost)."""
+    """Not sent: the scheduler was halted (its Lease lost) before the bind, or between its retries."""
 
 
 class ClusterIO(Protocol):
@@ -71,6 +74,11 @@ class ClusterIO(Protocol):
 class LoopMetrics(Protocol):
     def attempt(self, result: str, profile: str, seconds: float) -> None: ...
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None: ...
+    def algorithm(self, seconds: float) -> None:
+        """The scheduling algorithm of an attempt, from its start: to a node, an error, or
+        through PostFilter when no node fits (kube-scheduler's ``schedulingAlgorithm``)."""
+        ...
+
     def preemption(self, victims: int | None) -> None:
         """A preemption attempt; ``victims``: how many it chose to evict (None: it chose no node)."""
         ...
@@ -78,6 +86,9 @@ class LoopMetrics(Protocol):
 
 class _NoMetrics:
     def attempt(self, result: str, profile: str, seconds: float) -> None:
+        return None
+
+    def algorithm(self, seconds: float) -> None:
         return None
 
     def scheduled(self, profile: str, attempts: int, sli_seconds: float) -> None:
@@ -156,8 +167,10 @@ class Scheduler:
                 self._no_fit(qp, profile, state, start, e)
                 return
             except SchedulingError as e:
+                self.metrics.algorithm(time.perf_counter() - start)
                 self._failed(qp, profile, start, str(e), "SchedulerError", error=True)
                 return
+            self.metrics.algorithm(time.perf_counter() - start)
             node = result.node
             self.cache.assume(pi, node)
             self.queue.nominator.delete(pi.uid)
@@ -203,7 +216,7 @@ class Scheduler:
                 )
                 return
             outcome, why = (
-                (BindOutcome.CANCELLED, "halted") if self.halted.is_set() else self.io.bind(pi, node)
+                (BindOutcome.CANCELLED, "halted") if self.halted.is_set() else self._bind(profile, pi, node)
             )
             if outcome is BindOutcome.CANCELLED:
                 self._undo(qp, profile, state, node)
@@ -251,6 +264,7 @@ class Scheduler:
             nominate = None if result is None else result.nominated_node
             preemption = None if result is None else result.preemption
             self.metrics.preemption(len(preemption.victims) if isinstance(preemption, Preemption) else None)
+        self.metrics.algorithm(time.perf_counter() - start)
         if isinstance(preemption, Preemption):
             for other in preemption.clear_nominations:
                 self.queue.nominator.delete(other.uid)
@@ -275,6 +289,16 @@ class Scheduler:
         with self._preempting_lock:
             self._preempting.discard(uid)
         self.queue.activate(uid)
+
+    def _bind(self, profile: Profile, pi: PodInfo, node: str) -> tuple[BindOutcome, str]:
+        """The Binding call, timed as the Bind extension point (Success or Error; not when
+        cancelled, as then nothing was decided)."""
+        t0 = time.perf_counter()
+        outcome, why = self.io.bind(pi, node)
+        if outcome is not BindOutcome.CANCELLED:
+            status = "Success" if outcome is BindOutcome.BOUND else "Error"
+            profile.observe("Bind", status, time.perf_counter() - t0)
+        return outcome, why
 
     def _undo(self, qp: QueuedPod, profile: Profile, state: CycleState, node: str) -> None:
         with self.cache.lock:

@@ -1,5 +1,5 @@
 """What the ``scheduler.deploy`` commands share: one-line argument errors, the values and
-cluster flags, and :func:`run`, which turns every expected failure into ``error: ...`` and exit 1.
+cluster flags, :func:`out` for their results, and :func:`run`, which turns every expected failure into ``error: ...`` and exit 1.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
 from scheduler import logs
 from scheduler.config import ConfigError
+from scheduler.config.flags import positive_number
 from scheduler.deploy.templates import METHODS, RenderError, find_manifests
 from scheduler.deploy.values import LoadedValues, load_values
 
@@ -45,18 +46,17 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def out(line: str) -> None:
+    """One line of a command's result, on stdout (progress goes to the log on stderr)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def parser(command: str, description: str) -> Parser:
     return Parser(prog=f"{PROG} {command}", description=description, allow_abbrev=False)
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+positive_float = positive_number("a number of seconds")
 
 
 def positive_int(text: str) -> int:
@@ -122,6 +122,20 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         help="default: $KUBECONFIG, else ~/.kube/config, else the pod's service account",
     )
     g.add_argument("--context", metavar="NAME", help="the kubeconfig context (default: its current-context)")
+
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds each wait of ``deploy`` and ``restore`` may take, unless ``--timeout`` says."""
+
+
+def add_timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
+    )
 
 
 def add_log_flags(p: argparse.ArgumentParser) -> None:

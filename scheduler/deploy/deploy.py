@@ -12,11 +12,8 @@
   ``--seed-repeat-every`` seconds, at most ``--seed-max-tries`` times.
 - **static**: see scheduler/deploy/static.py; the nodes are a kind cluster's
   control-plane nodes (``--kind-cluster``) or this machine (``--manifest-dir``).
-- **prometheus**: with ``discovery: static`` and no ``nodes``, first each
-  node's kubelet address (its InternalIP and kubelet port, as
-  kubernetes_sd_configs would pick them); apply, wait for the rollout, then
-  until a query for ``cpu_usage_avg_5m`` (through the API server's service
-  proxy) returns one series per node.
+- **prometheus**: see scheduler/deploy/prometheus.py: apply, then wait until
+  every node has a ``cpu_usage_avg_5m`` series.
 - **shadow**: one replica of ``run --shadow`` with read-only rights; wait for the
   rollout (ready: its caches are synced and it judges every bind from then on).
 
@@ -28,9 +25,7 @@ failure before the apply changes nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,17 +34,17 @@ import yaml
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.leaderelection import annotated_as_ours, being_restored, leading_since
+from scheduler.cluster.leases import annotated_as_ours, being_restored, leading_since
 from scheduler.deploy import cmdline, static
-from scheduler.deploy.cmdline import DeployError, api_message
+from scheduler.deploy.cmdline import DeployError, api_message, out
 from scheduler.deploy.kube import Cluster, Need
+from scheduler.deploy.prometheus import deploy_prometheus
 from scheduler.deploy.templates import REVISION, render
 from scheduler.deploy.values import LoadedValues, override
 from scheduler.deploy.waiting import (
     KUBE_SCHEDULER_SELECTOR,
     holder_host,
     mark_restoring,
-    poll,
     read_lease,
     wait_holder,
     wait_rollout,
@@ -58,14 +53,8 @@ from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 300.0
 SCHEDULER_DEPLOYMENT = "dynamic-scheduler"
 LEASES = "coordination.k8s.io"
-
-
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 # --- lease -------------------------------------------------------------------------------------
@@ -113,7 +102,7 @@ def deploy_lease(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.N
     else:
         holder, _ = wait_holder(api, le["resourceNamespace"], le["resourceName"], ours, what, ns.timeout)
     held_at = time.monotonic()
-    _out(
+    out(
         f"{le['resourceNamespace']}/{le['resourceName']} is held by {holder} (pod {holder_host(holder)}): "
         f"{held_at - ready_at:.1f}s after the replicas were ready, {held_at - start:.1f}s after the apply"
     )
@@ -152,7 +141,7 @@ def wait_scheduling(
         interval=0.2,
     )
     now = time.monotonic()
-    _out(
+    out(
         f"{holder_host(holder)} is scheduling since {since[0]}: {now - held_at:.1f}s after it held the Lease, "
         f"{now - start:.1f}s after the apply"
     )
@@ -243,7 +232,7 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
     for fs in targets:
         name = static.mirror_pod(paths.pod_name, fs.node)
         static.wait_mirror_ready(api, name, revision, ns.timeout)
-        _out(
+        out(
             f"{fs.node}: kube-system/{name} is Running and Ready, "
             f"{time.monotonic() - landed[fs.node]:.1f}s after its manifest was written"
         )
@@ -254,108 +243,9 @@ def deploy_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
         f"Lease {sched_lease[0]}/{sched_lease[1]} held by ours",
         ns.timeout,
     )
-    _out(f"{sched_lease[0]}/{sched_lease[1]} is held by {holder} ({took:.1f}s later)")
+    out(f"{sched_lease[0]}/{sched_lease[1]} is held by {holder} ({took:.1f}s later)")
     if not ns.return_at_lease:
         wait_scheduling(api, sched_lease, annotated_as_ours, holder, time.monotonic(), start, ns.timeout)
-    return 0
-
-
-# --- prometheus --------------------------------------------------------------------------------
-
-
-KUBELET_PORT = 10250
-"""The kubelet's default port, for a node whose status does not name its own yet."""
-ADDRESS_ORDER = ("InternalIP", "InternalDNS", "ExternalIP", "ExternalDNS", "Hostname")
-"""The order in which kubernetes_sd_configs (role node) picks a node's address."""
-
-
-def kubelet_address(node: Any) -> str:
-    """``host:port`` of a node's kubelet, as kubernetes_sd_configs would scrape it: the first
-    address by ADDRESS_ORDER, the port of ``status.daemonEndpoints.kubeletEndpoint``."""
-    status = node.status
-    addresses = {}
-    for a in (status.addresses if status else None) or []:
-        addresses.setdefault(a.type, a.address)
-    host = next((addresses[t] for t in ADDRESS_ORDER if addresses.get(t)), None)
-    if host is None:
-        raise DeployError(
-            f"node {node.metadata.name} has no address in its status ({', '.join(ADDRESS_ORDER)}): "
-            f"Prometheus cannot scrape its kubelet"
-        )
-    endpoint = status.daemon_endpoints.kubelet_endpoint if status.daemon_endpoints else None
-    port = (endpoint.port if endpoint else None) or KUBELET_PORT
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def list_nodes(api: ApiClient) -> list[Any]:
-    return sorted(CoreV1Api(api).list_node(_request_timeout=30).items, key=lambda n: n.metadata.name)
-
-
-def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
-    """An instant query through the API server's service proxy; the result vector."""
-    resp = api.call_api(
-        f"/api/v1/namespaces/{namespace}/services/prometheus:9090/proxy/api/v1/query",
-        "GET",
-        query_params=[("query", promql)],
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=30,
-    )
-    try:
-        body = json.loads(resp.data)
-    finally:
-        resp.release_conn()
-    if body.get("status") != "success":
-        raise DeployError(f"Prometheus answered {body.get('errorType')}: {body.get('error')}")
-    return body["data"]["result"]
-
-
-def deploy_prometheus(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.Namespace) -> int:
-    vns = values.data["namespace"]
-    cluster = Cluster(api)
-    cluster.require([Need("list", "nodes")], "deploy prometheus")
-    listed = list_nodes(api)
-    nodes = [n.metadata.name for n in listed]
-    prom = values.data["prometheus"]
-    if prom["discovery"] == "static" and not prom["nodes"]:
-        kubelets = {n.metadata.name: kubelet_address(n) for n in listed}
-        values = override(values, "prometheus.nodes", kubelets, "the cluster's nodes")
-        logger.info(
-            "Static discovery of the cluster's kubelets",
-            extra=kv(kubelets=",".join(f"{k}={a}" for k, a in kubelets.items())),
-        )
-    rendered = render("prometheus", values, root)
-    needs = [
-        Need("get", "deployments", "apps", vns, "prometheus"),
-        Need("list", "pods", "", vns),
-        Need("get", "services", "", vns, subresource="proxy"),
-    ]
-    start = time.monotonic()
-    cluster.apply(rendered.objects, needs=needs, doing="deploy prometheus", namespace_wait=ns.timeout)
-    wait_rollout(api, vns, "prometheus", ns.timeout)
-    metric = "cpu_usage_avg_5m"
-
-    def check_series() -> tuple[bool, str]:
-        try:
-            result = query(api, vns, metric)
-        except ApiException as e:
-            if e.status in (404, 503):  # the proxy's answer while the endpoint is not up
-                return False, f"no answer yet ({api_message(e)})"
-            raise
-        got = {r["metric"].get("node"): r["value"][1] for r in result}
-        have = [n for n in nodes if n in got]
-        status = f"{len(have)}/{len(nodes)} nodes" + (
-            ": " + ", ".join(f"{n}={float(got[n]):.3f}" for n in have) if have else ""
-        )
-        return len(have) == len(nodes), status
-
-    poll(f"{metric} for every node", check_series, ns.timeout, interval=2.0)
-    _out(
-        f"prometheus is ready: {metric} has a series for each of the {len(nodes)} nodes, "
-        f"{time.monotonic() - start:.1f}s after the apply"
-    )
     return 0
 
 
@@ -372,7 +262,7 @@ def deploy_shadow(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.
     Cluster(api).apply(rendered.objects, needs=needs, doing="deploy shadow", namespace_wait=ns.timeout)
     pods, _ = wait_rollout(api, vns, SHADOW_DEPLOYMENT, ns.timeout)
     name = pods[0].metadata.name if pods else SHADOW_DEPLOYMENT
-    _out(
+    out(
         f"shadow {vns}/{name} is judging {values.data['schedulerName']}'s binds "
         f"({time.monotonic() - start:.1f}s after the apply); read it with: "
         f"dynamic-scheduler shadow report -n {vns}"
@@ -399,13 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = subs.add_parser(name, help=text, description=text, allow_abbrev=False)
         cmdline.add_values_flags(sp)
         cmdline.add_cluster_flags(sp)
-        sp.add_argument(
-            "--timeout",
-            type=cmdline.positive_float,
-            default=DEFAULT_TIMEOUT,
-            metavar="SECONDS",
-            help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
-        )
+        cmdline.add_timeout_flag(sp)
         cmdline.add_log_flags(sp)
         if name in ("lease", "static"):
             sp.add_argument(

@@ -19,24 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 
 from kubernetes.client import CoreV1Api, V1NamespaceSpec
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.deploy import cmdline
-from scheduler.deploy.cmdline import DeployError, api_message
+from scheduler.deploy.cmdline import DeployError, api_message, out
 from scheduler.deploy.values import DNS_LABEL
 from scheduler.deploy.waiting import poll
 
 logger = logging.getLogger(__name__)
 
 GONE_TIMEOUT = 30.0
-
-
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def finalize(core: CoreV1Api, name: str, force: bool) -> list[str]:
@@ -87,7 +81,7 @@ def main(argv: list[str]) -> int:
             )
         core = CoreV1Api(cmdline.connect(ns.kubeconfig, ns.context))
         removed = finalize(core, ns.name, ns.force)
-        _out(
+        out(
             f"namespace {ns.name}: removed spec.finalizers {removed}"
             if removed
             else f"namespace {ns.name}: spec.finalizers was already empty"
@@ -112,11 +106,11 @@ def main(argv: list[str]) -> int:
         with contextlib.suppress(DeployError):  # the state says what happened
             poll(f"namespace {ns.name}", settled, GONE_TIMEOUT, interval=0.5)
         if state[0] == "gone":
-            _out(f"namespace {ns.name} is gone")
+            out(f"namespace {ns.name} is gone")
             return 0
         if state[0] == "active":
             return 0
-        _out(
+        out(
             f"namespace {ns.name} is still Terminating, {state[0]}: other controllers' claims, which "
             f"this command does not remove"
         )

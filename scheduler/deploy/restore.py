@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import Any
 
 from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.leaderelection import annotated_as_ours
+from scheduler.cluster.leases import annotated_as_ours
 from scheduler.deploy import cmdline, static
-from scheduler.deploy.cmdline import DeployError, api_message
+from scheduler.deploy.cmdline import DeployError, api_message, out
 from scheduler.deploy.kube import Cluster, Need
 from scheduler.deploy.templates import labels, render
 from scheduler.deploy.values import LoadedValues, override
@@ -52,14 +51,8 @@ from scheduler.logs import kv
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 300.0
 LEASES = "coordination.k8s.io"
 ORDER = ("static", "lease", "prometheus", "shadow")
-
-
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def _selector(component: str) -> str:
@@ -114,7 +107,7 @@ def _wait_back(api: ApiClient, lease_ns: str, lease_name: str, names: set[str], 
         raise DeployError(
             f"{e} (is kube-scheduler running? kubectl -n kube-system get pods -l component=kube-scheduler)"
         ) from None
-    _out(f"{lease_ns}/{lease_name} is held by {h} again ({took:.1f}s after ours were gone)")
+    out(f"{lease_ns}/{lease_name} is held by {h} again ({took:.1f}s after ours were gone)")
 
 
 def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: float) -> None:
@@ -134,7 +127,7 @@ def restore_lease(api: ApiClient, values: LoadedValues, root: Any, timeout: floa
     if held:
         _wait_back(api, le_ns, le_name, ours, timeout)
     else:
-        _out(
+        out(
             f"{le_ns}/{le_name} is held by {holder(read_lease(api, le_ns, le_name)) or 'nobody'} "
             f"(it was not ours)"
         )
@@ -156,7 +149,7 @@ def restore_prometheus(api: ApiClient, values: LoadedValues, root: Any, timeout:
         timeout,
         "restore prometheus",
     )
-    _out("prometheus is removed")
+    out("prometheus is removed")
 
 
 def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse.Namespace) -> None:
@@ -182,7 +175,7 @@ def restore_static(api: ApiClient, values: LoadedValues, root: Any, ns: argparse
         static.wait_mirror_gone(api, static.mirror_pod(paths.pod_name, r.node), ns.timeout)
         if r.kube_scheduler_restored:
             static.wait_mirror_ready(api, static.mirror_pod(static.KUBE_SCHEDULER, r.node), None, ns.timeout)
-        _out(
+        out(
             f"{r.node}: our static pod is gone"
             + (", kube-scheduler's manifest is back and its pod Ready" if r.kube_scheduler_restored else "")
         )
@@ -218,7 +211,7 @@ def restore_shadow(api: ApiClient, values: LoadedValues, root: Any, timeout: flo
     _remove_method(
         api, render("shadow", values, root).objects, v["namespace"], "shadow", timeout, "restore shadow"
     )
-    _out("the shadow is removed")
+    out("the shadow is removed")
 
 
 def _method(text: str) -> str:
@@ -242,13 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmdline.add_values_flags(p)
     cmdline.add_cluster_flags(p)
-    p.add_argument(
-        "--timeout",
-        type=cmdline.positive_float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"the deadline of each wait (default {DEFAULT_TIMEOUT:g})",
-    )
+    cmdline.add_timeout_flag(p)
     static.add_node_flags(p)
     cmdline.add_log_flags(p)
     return p

@@ -1,4 +1,4 @@
-"""Waiting with a deadline: poll a condition (tenacity), log its status whenever it changes.
+"""Waiting with a deadline: poll a condition (scheduler.polling), log its status whenever it changes.
 
 Every wait of the deploy commands is a :func:`poll` of a function returning
 ``(done, status)``: the status is a short line (``2/3 pods ready``) logged on
@@ -19,10 +19,10 @@ from typing import Any
 import urllib3
 from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from scheduler import polling
 from scheduler.cluster.client import api_request
-from scheduler.cluster.leaderelection import RESTORING_ANNOTATION
+from scheduler.cluster.leases import RESTORING_ANNOTATION
 from scheduler.deploy.cmdline import DeployError, api_message
 from scheduler.logs import kv
 
@@ -54,14 +54,9 @@ def poll(what: str, check: Callable[[], tuple[bool, str]], timeout: float, inter
             last[0] = status
         return done
 
-    retrying = Retrying(
-        stop=stop_after_delay(timeout),
-        wait=wait_fixed(interval),
-        retry=retry_if_result(lambda done: not done),
-    )
     try:
-        retrying(attempt)
-    except RetryError:
+        polling.poll(attempt, timeout, what, interval)
+    except polling.PollTimeoutError:
         raise DeployError(f"{what}: not done after {timeout:g}s; last status: {last[0]}") from None
     return time.monotonic() - start
 
@@ -142,7 +137,7 @@ def wait_pods_gone(
 
 
 def read_lease(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
-    """The Lease as plain JSON (what ``leaderelection.annotated_as_ours`` reads), or None."""
+    """The Lease as plain JSON (what ``leases.annotated_as_ours`` reads), or None."""
     try:
         lease = CoordinationV1Api(api).read_namespaced_lease(name, namespace, _request_timeout=30)
     except ApiException as e:

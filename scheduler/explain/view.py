@@ -15,7 +15,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from scheduler.cluster.informers import RESOURCES, Informer, ObjectStore
+from scheduler.cluster.informers import Informer
+from scheduler.cluster.store import RESOURCES, ObjectStore
 from scheduler.config.effective import SchedulerConfig
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers

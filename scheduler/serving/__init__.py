@@ -1,22 +1,20 @@
 """The secure port: HTTPS serving of health and metrics, with delegated authentication and
-authorization (``server``), its checks (``checks``), certificates (``tls``) and who may ask
-(``authentication``, ``authorization``, ``delegation``)."""
+authorization. ``server`` puts it together from the health checks (``checks``), the
+certificate and TLS context (``tls``), the connections (``transport``), the WSGI application
+that answers (``handler``) and who may ask (``authentication``, ``authorization``,
+``delegation``, their ``reviewcache``)."""
 
 from scheduler.serving.checks import (
-    Check,
-    handler_sync_check,
-    leader_election_watchdog,
-    ping,
-    shutdown_check,
-)
-from scheduler.serving.server import (
     ALL_ENDPOINTS,
-    DEFAULT_SECURE_PORT,
     HEALTHZ,
     LIVEZ,
     READYZ,
-    SecureServer,
+    Check,
+    handler_sync_check,
+    ping,
+    shutdown_check,
 )
+from scheduler.serving.server import DEFAULT_SECURE_PORT, SecureServer
 from scheduler.serving.tls import (
     ServingError,
     load_pem_chain,
@@ -35,7 +33,6 @@ __all__ = [
     "SecureServer",
     "ServingError",
     "handler_sync_check",
-    "leader_election_watchdog",
     "load_pem_chain",
     "load_pem_chain_via_tempdir",
     "ping",

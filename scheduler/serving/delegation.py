@@ -59,12 +59,11 @@ from scheduler.serving.authorization import (
     privileged_groups,
 )
 from scheduler.serving.tls import ServingError
+from scheduler.settings import ServingSettings
 
 logger = logging.getLogger(__name__)
 
 CONFIGMAP_NAMESPACE, CONFIGMAP_NAME = "kube-system", "extension-apiserver-authentication"
-REFRESH_SECONDS = 60.0
-REVIEW_TIMEOUT = 10.0
 
 
 def delegation_client(kubeconfig: str | None, what: str) -> ApiClient | None:
@@ -83,22 +82,25 @@ def delegation_client(kubeconfig: str | None, what: str) -> ApiClient | None:
         return None
 
 
-def _post(api: ApiClient, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+def _post(api: ApiClient, path: str, body: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
     out = call_with_retries(
-        lambda: api_request(api, "POST", path, body=body, timeout=REVIEW_TIMEOUT),
+        lambda: api_request(api, "POST", path, body=body, timeout=timeout),
         what=what,
         attempts=5,
-        max_seconds=REVIEW_TIMEOUT,
+        max_seconds=timeout,
         initial_wait=0.5,
     )
     return out or {}
 
 
-def token_review(api: ApiClient) -> Callable[[str], UserInfo | None]:
+def token_review(api: ApiClient, timeout: float) -> Callable[[str], UserInfo | None]:
     def review(token: str) -> UserInfo | None:
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
         status = (
-            _post(api, "/apis/authentication.k8s.io/v1/tokenreviews", body, "TokenReview").get("status") or {}
+            _post(api, "/apis/authentication.k8s.io/v1/tokenreviews", body, "TokenReview", timeout).get(
+                "status"
+            )
+            or {}
         )
         if not status.get("authenticated"):
             return None
@@ -114,7 +116,7 @@ def token_review(api: ApiClient) -> Callable[[str], UserInfo | None]:
     return review
 
 
-def subject_access_review(api: ApiClient) -> Callable[[UserInfo, str, str], Verdict]:
+def subject_access_review(api: ApiClient, timeout: float) -> Callable[[UserInfo, str, str], Verdict]:
     def review(user: UserInfo, verb: str, path: str) -> Verdict:
         spec: dict[str, Any] = {
             "user": user.name,
@@ -127,9 +129,13 @@ def subject_access_review(api: ApiClient) -> Callable[[UserInfo, str, str], Verd
             spec["extra"] = {k: list(v) for k, v in user.extra}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
         status = (
-            _post(api, "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, "SubjectAccessReview").get(
-                "status"
-            )
+            _post(
+                api,
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                body,
+                "SubjectAccessReview",
+                timeout,
+            ).get("status")
             or {}
         )
         reason = str(status.get("reason", ""))
@@ -186,6 +192,8 @@ class Delegation:
     authz_client: ApiClient | None = None
     on_change: Callable[[], None] | None = None
     """Called (from the refresh thread) after the client CAs changed."""
+    settings: ServingSettings = field(default_factory=ServingSettings)
+    """The reviews' timeout and how often the CAs are read again."""
     authenticator: DelegatingAuthenticator = field(init=False)
     authorizer: UnionAuthorizer = field(init=False)
     _sources: _Sources = field(init=False, default_factory=_Sources)
@@ -199,7 +207,7 @@ class Delegation:
         )
         if self.authn_client is not None:
             self.authenticator.token = TokenAuthenticator(
-                token_review(self.authn_client), self.authn.cache_ttl
+                token_review(self.authn_client, self.settings.review_timeout), self.authn.cache_ttl
             )
         else:
             logger.warning(
@@ -215,7 +223,7 @@ class Delegation:
         if self.authz_client is not None:
             authorizers.append(
                 WebhookAuthorizer(
-                    subject_access_review(self.authz_client),
+                    subject_access_review(self.authz_client, self.settings.review_timeout),
                     self.authz.allow_cache_ttl,
                     self.authz.deny_cache_ttl,
                 )
@@ -229,12 +237,18 @@ class Delegation:
         self._sources = self._read(initial=True)
 
     @classmethod
-    def from_options(cls, authn: AuthenticationOptions, authz: AuthorizationOptions) -> Delegation:
+    def from_options(
+        cls,
+        authn: AuthenticationOptions,
+        authz: AuthorizationOptions,
+        settings: ServingSettings | None = None,
+    ) -> Delegation:
         return cls(
             authn,
             authz,
             authn_client=delegation_client(authn.kubeconfig, "authentication"),
             authz_client=delegation_client(authz.kubeconfig, "authorization"),
+            settings=settings or ServingSettings(),
         )
 
     # --- the CAs ----------------------------------------------------------------------------
@@ -318,7 +332,7 @@ class Delegation:
             self.authn_client,
             "GET",
             f"/api/v1/namespaces/{CONFIGMAP_NAMESPACE}/configmaps/{CONFIGMAP_NAME}",
-            timeout=REVIEW_TIMEOUT,
+            timeout=self.settings.review_timeout,
         )
         return dict((cm or {}).get("data") or {})
 
@@ -340,12 +354,12 @@ class Delegation:
         return changed
 
     def start(self) -> None:
-        """Refresh every minute in a daemon thread, until :meth:`stop`."""
+        """Refresh every ``settings.ca_refresh`` seconds in a daemon thread, until :meth:`stop`."""
         if self._thread is not None:
             return
 
         def loop() -> None:
-            while not self._stop.wait(REFRESH_SECONDS):
+            while not self._stop.wait(self.settings.ca_refresh):
                 self.refresh()
 
         self._thread = threading.Thread(target=loop, name="delegation-refresh", daemon=True)

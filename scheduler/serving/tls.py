@@ -1,9 +1,18 @@
-"""The serving certificate: a given key pair, checked, or a self-signed one made in memory."""
+"""The serving certificate and the TLS context of the secure port.
+
+The certificate is a given key pair, checked (``--tls-cert-file``,
+``--tls-private-key-file``), or a self-signed one made in memory. The server's
+TLS context serves it over TLS 1.2 or later and, once client CAs are known,
+asks for a client certificate that one of them signed (which one is the
+authenticators' question, :mod:`scheduler.serving.authentication`). The key
+is handed to OpenSSL from memory (:func:`load_pem_chain`).
+"""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 import socket
 import ssl
@@ -17,11 +26,56 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from scheduler.logs import V, kv
+
+logger = logging.getLogger(__name__)
+
 
 class ServingError(Exception):
     """The server cannot start: unreadable or mismatched certificate files, or the port is taken.
 
     ``str()`` is one line, fit for the command line."""
+
+
+def serving_key_pair(
+    cert_file: str | None, key_file: str | None, bind_address: str, pod_ip: str | None
+) -> tuple[bytes, bytes]:
+    """PEM (certificate, key): the files' when given, else a self-signed pair for localhost,
+    127.0.0.1, the hostname, ``pod_ip`` and a specific ``bind_address``."""
+    if bool(cert_file) != bool(key_file):
+        raise ServingError("--tls-cert-file and --tls-private-key-file must be given together")
+    if cert_file and key_file:
+        return read_key_pair(cert_file, key_file)
+    specific = bind_address not in ("", "0.0.0.0", "::")
+    candidates = [
+        "localhost",
+        "127.0.0.1",
+        socket.gethostname(),
+        pod_ip or "",
+        bind_address if specific else "",
+    ]
+    hosts = [h for h in dict.fromkeys(candidates) if h]
+    pair = self_signed_certificate(hosts)
+    logger.log(V(2), "Generated self-signed cert (in-memory)", extra=kv(hosts=",".join(hosts)))
+    return pair
+
+
+def server_context(cert_pem: bytes, key_pem: bytes, client_cas: bytes, what: str) -> ssl.SSLContext:
+    """The server side of TLS 1.2+ with the key pair (``what`` names it in errors) and, with
+    ``client_cas`` (a PEM bundle), an optional client certificate that one of them signed."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        load_pem_chain(ctx, cert_pem.rstrip(b"\n") + b"\n" + key_pem)
+    except ssl.SSLError as e:
+        raise ServingError(f"unable to load serving certificate {what}: {e.reason or e}") from None
+    if client_cas:
+        try:
+            ctx.load_verify_locations(cadata=client_cas.decode())
+        except (ssl.SSLError, ValueError) as e:
+            raise ServingError(f"unable to load the client CAs: {e}") from None
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
 
 
 def self_signed_certificate(hosts: Iterable[str]) -> tuple[bytes, bytes]:
@@ -115,6 +169,7 @@ def load_pem_chain(ctx: ssl.SSLContext, pem: bytes) -> None:
 
 
 def load_pem_chain_via_tempdir(ctx: ssl.SSLContext, pem: bytes, parent: str | None = None) -> None:
+    """:func:`load_pem_chain` through a file of a private temporary directory under ``parent``."""
     with tempfile.TemporaryDirectory(prefix="serving-", dir=parent) as d:  # mode 0700
         path = os.path.join(d, "tls.pem")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

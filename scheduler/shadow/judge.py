@@ -41,19 +41,12 @@ from scheduler.core.filtering import SchedulingError
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.profile import Profile
 from scheduler.logs import V, kv
+from scheduler.settings import ShadowSettings
 
 logger = logging.getLogger(__name__)
 
 SAME, DIFFERENT, UNSCHEDULABLE, PLACEABLE = "same", "different", "unschedulable", "placeable"
 VERDICTS = (SAME, DIFFERENT, UNSCHEDULABLE, PLACEABLE)
-KEPT_DECISIONS = 1000
-"""Decisions kept for the report (the oldest go first)."""
-SUMMARY_EVERY = 60.0
-SWEEP_EVERY = 10.0
-"""Seconds between two looks at the pods the active scheduler left Pending."""
-RELOOK_EVERY = 60.0
-"""Seconds before a Pending pod that ours could not place either is judged again (each
-judgement is a cycle over every node: a thousand such pods must not cost one each sweep)."""
 CPU_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
@@ -122,7 +115,9 @@ def agreement(by_verdict: Counter[str]) -> float | None:
 
 
 class Judge:
-    """Judges the active scheduler's binds (thread-safe; call under no lock of the cache)."""
+    """Judges the active scheduler's binds (thread-safe; call under no lock of the cache).
+
+    ``settings`` say how many decisions are kept and how often Pending pods are swept."""
 
     def __init__(
         self,
@@ -130,15 +125,16 @@ class Judge:
         profiles: dict[str, Profile],
         registry: CollectorRegistry,
         *,
-        kept: int = KEPT_DECISIONS,
+        settings: ShadowSettings | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cache = cache
         self.profiles = profiles
+        self.settings = settings or ShadowSettings()
         self._clock = clock
         self._lock = threading.Lock()
-        self._decisions: deque[Decision] = deque(maxlen=kept)
+        self._decisions: deque[Decision] = deque(maxlen=self.settings.kept)
         self._total = _Tally()
         self._since_summary = _Tally()
         self._placeable_seen: set[str] = set()
@@ -210,7 +206,7 @@ class Judge:
             judged = self._compare(profile, pi, "")
             if judged is None or not judged[0].best:
                 with self._lock:
-                    self._relook_at[uid] = now + RELOOK_EVERY
+                    self._relook_at[uid] = now + self.settings.relook_every
                 continue
             comparison, cpu = judged
             with self._lock:
@@ -310,19 +306,9 @@ class Judge:
             ),
         )
 
-    def run(
-        self,
-        stop: threading.Event,
-        pending: Callable[[], Iterable[dict[str, Any]]],
-        *,
-        summary_every: float | None = None,
-        sweep_every: float | None = None,
-    ) -> None:
-        """Sweep the Pending pods every ``sweep_every`` seconds and log a summary every
-        ``summary_every`` (default: the module's ``SWEEP_EVERY`` and ``SUMMARY_EVERY``),
-        until ``stop``."""
-        summary_every = SUMMARY_EVERY if summary_every is None else summary_every
-        sweep_every = SWEEP_EVERY if sweep_every is None else sweep_every
+    def run(self, stop: threading.Event, pending: Callable[[], Iterable[dict[str, Any]]]) -> None:
+        """Sweep the Pending pods and log a summary, as often as the settings say, until ``stop``."""
+        summary_every, sweep_every = self.settings.summary_every, self.settings.sweep_every
         next_summary = time.monotonic() + summary_every
         while not stop.wait(min(sweep_every, max(0.0, next_summary - time.monotonic()))):
             try:

@@ -33,7 +33,8 @@ from kubernetes import watch
 from kubernetes.client import CoreV1Api
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.informers import PODS, Informer, _lines
+from scheduler.cluster.informers import Informer, _lines
+from scheduler.cluster.store import PODS
 from scheduler.logs import setup
 from tests.apiserver import ControlPlane, find_bin_dir
 

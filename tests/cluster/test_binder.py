@@ -9,8 +9,10 @@ import pytest
 from kubernetes.client import CoreV1Api, V1Binding, V1ObjectMeta, V1ObjectReference
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.binder import Binder, BindStatus, binding_body
+from scheduler.cluster.binder import Binder, binding_body
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
+from scheduler.core.loop import BindOutcome
+from scheduler.settings import BindingSettings
 from tests.apiserver import ControlPlane
 from tests.cluster.util import make_node, make_pod
 from tests.cluster.webhook import scripted_webhook
@@ -27,7 +29,7 @@ def test_bind_sets_node_name_where_the_naive_client_call_raises(admin, namespace
     ours, naive = make_pod(admin, namespace), make_pod(admin, namespace)
 
     result = Binder(admin).bind(namespace, ours["metadata"]["name"], ours["metadata"]["uid"], node)
-    assert result.status is BindStatus.BOUND and result.attempts == 1
+    assert result.status is BindOutcome.BOUND and result.attempts == 1
     got = pod_of(admin, namespace, ours["metadata"]["name"])
     assert got["spec"]["nodeName"] == node
     assert {"type": "PodScheduled", "status": "True"}.items() <= next(
@@ -63,7 +65,7 @@ def test_second_bind_is_a_conflict_to_drop(admin, namespace: str) -> None:
     binder = Binder(admin)
     assert binder.bind(namespace, name, uid, n1).bound
     again = binder.bind(namespace, name, uid, n2)
-    assert again.status is BindStatus.GONE and again.drop and again.code == 409
+    assert again.status is BindOutcome.GONE and again.drop and again.code == 409
     assert again.attempts == 1  # a conflict is never retried
     assert "already assigned" in again.message
     assert pod_of(admin, namespace, name)["spec"]["nodeName"] == n1
@@ -74,7 +76,7 @@ def test_bind_of_a_deleted_pod_is_gone(admin, namespace: str) -> None:
     pod = make_pod(admin, namespace)
     api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
     result = Binder(admin).bind(namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node)
-    assert result.status is BindStatus.GONE and result.code == 404
+    assert result.status is BindOutcome.GONE and result.code == 404
 
 
 def test_bind_of_a_recreated_pod_is_refused_by_its_uid(admin, namespace: str) -> None:
@@ -84,7 +86,7 @@ def test_bind_of_a_recreated_pod_is_refused_by_its_uid(admin, namespace: str) ->
     api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
     make_pod(admin, namespace, name)
     result = Binder(admin).bind(namespace, name, old["metadata"]["uid"], node)
-    assert result.status is BindStatus.GONE and result.code == 409
+    assert result.status is BindOutcome.GONE and result.code == 409
     assert "nodeName" not in pod_of(admin, namespace, name)["spec"]
 
 
@@ -93,11 +95,11 @@ def test_bind_retries_429_honouring_retry_after(apiserver: ControlPlane, admin, 
     pod = make_pod(admin, namespace)
     with scripted_webhook(apiserver, admin, namespace, deny=[(429, 1), (503, None)]) as hook:
         start = time.monotonic()
-        result = Binder(admin, initial_wait=0.05, max_wait=0.1).bind(
+        result = Binder(admin, BindingSettings(initial_wait=0.05, max_wait=0.1)).bind(
             namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
         )
         elapsed = time.monotonic() - start
-    assert result.status is BindStatus.BOUND and result.attempts == 3
+    assert result.status is BindOutcome.BOUND and result.attempts == 3
     assert hook.calls == 3
     assert elapsed >= 1.0  # the API server's Retry-After: 1, not our 0.05 s backoff
 
@@ -106,10 +108,10 @@ def test_bind_gives_up_after_bounded_attempts(apiserver: ControlPlane, admin, na
     node = make_node(admin)["metadata"]["name"]
     pod = make_pod(admin, namespace)
     with scripted_webhook(apiserver, admin, namespace, deny=[(500, None)] * 10) as hook:
-        result = Binder(admin, attempts=3, initial_wait=0.01, max_wait=0.02).bind(
+        result = Binder(admin, BindingSettings(attempts=3, initial_wait=0.01, max_wait=0.02)).bind(
             namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
         )
-    assert result.status is BindStatus.FAILED and result.code == 500 and result.attempts == 3
+    assert result.status is BindOutcome.FAILED and result.code == 500 and result.attempts == 3
     assert hook.calls == 3
     assert "nodeName" not in pod_of(admin, namespace, pod["metadata"]["name"])["spec"]
 
@@ -163,7 +165,7 @@ def test_binder_works_with_kube_schedulers_rbac(apiserver: ControlPlane, admin, 
     # and a user without those rights is refused (403 is neither retried nor "gone").
     nobody = new_api_client(ClientOptions(kubeconfig=str(apiserver.kubeconfig_for("nobody"))))
     r = Binder(nobody).bind(namespace, b["metadata"]["name"], b["metadata"]["uid"], node)
-    assert r.status is BindStatus.FAILED and r.code == 403 and r.attempts == 1
+    assert r.status is BindOutcome.FAILED and r.code == 403 and r.attempts == 1
     with pytest.raises(ApiException) as e:
         Binder(nobody).set_unschedulable(a | {"status": {}}, "x")
     assert e.value.status == 403

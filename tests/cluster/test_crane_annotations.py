@@ -17,8 +17,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
+from tests.cluster.util import only_nodes_labelled, scheduler_running
 
 pytestmark = pytest.mark.apiserver
 
@@ -122,7 +123,7 @@ def bound_to(admin: ApiClient, namespace: str, name: str) -> str:
         p = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         return p["spec"].get("nodeName") or ""
 
-    return wait_until(node, 20, f"{name} bound")
+    return poll(node, 20, f"{name} bound")
 
 
 def failed_with(admin: ApiClient, namespace: str, name: str, text: str) -> str:
@@ -137,7 +138,7 @@ def failed_with(admin: ApiClient, namespace: str, name: str, text: str) -> str:
             "",
         )
 
-    return wait_until(note, 20, f"FailedScheduling of {name} saying {text!r}")
+    return poll(note, 20, f"FailedScheduling of {name} saying {text!r}")
 
 
 def test_annotations_steer_pods_until_they_expire(
@@ -156,7 +157,7 @@ def test_annotations_steer_pods_until_they_expire(
             "annotations"
         ) or {}
 
-    wait_until(lambda: cached(hot) and cached(cool), 10, "the annotations in the scheduler's cache")
+    poll(lambda: cached(hot) and cached(cool), 10, "the annotations in the scheduler's cache")
     for i in range(3):
         pod(admin, namespace, f"p{i}", scheduler)
     assert {bound_to(admin, namespace, f"p{i}") for i in range(3)} == {cool}

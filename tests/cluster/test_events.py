@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.events import EventRecorder, micro_time, truncate_note
+from scheduler.settings import EventSettings
 from tests.apiserver import ControlPlane
 from tests.cluster.netproxy import TCPProxy
 from tests.cluster.util import make_pod
@@ -27,7 +28,9 @@ def test_truncate_note_as_kube_scheduler() -> None:
 
 
 def test_a_full_queue_drops_and_counts_without_blocking() -> None:
-    rec = EventRecorder(api_client=None, queue_size=2)  # never started: nothing drains the queue
+    rec = EventRecorder(
+        api_client=None, settings=EventSettings(queue_size=2)
+    )  # never started: nothing drains the queue
     pod = {"metadata": {"namespace": "ns", "name": "p", "uid": "u"}}
     start = time.monotonic()
     results = [rec.failed_scheduling(pod, f"m{i}", "default-scheduler") for i in range(5)]
@@ -93,7 +96,7 @@ def test_events_v1_rejects_a_source(admin, namespace: str) -> None:
 @pytest.mark.apiserver
 def test_identical_failures_become_one_event_with_a_series(admin, namespace: str) -> None:
     pod = make_pod(admin, namespace)
-    rec = EventRecorder(admin, series_interval=0.2).start()
+    rec = EventRecorder(admin, settings=EventSettings(series_interval=0.2)).start()
     try:
         for _ in range(5):
             rec.failed_scheduling(pod, "0/3 nodes are available: 3 Insufficient cpu.", "my-scheduler")
@@ -132,7 +135,7 @@ def test_recording_never_blocks_the_caller_even_when_the_api_hangs(
             timeout=(1.0, 1.0),
         )
     )
-    rec = EventRecorder(api, attempts=1).start()
+    rec = EventRecorder(api, settings=EventSettings(attempts=1)).start()
     pod = make_pod(admin, namespace)
     try:
         proxy.partition("blackhole")
@@ -156,7 +159,7 @@ def test_writers_in_parallel_write_every_pod_once_and_fold_repeats_into_one_seri
     admin, namespace: str
 ) -> None:
     pods = [make_pod(admin, namespace) for _ in range(40)]
-    rec = EventRecorder(admin, writers=8, series_interval=60).start()
+    rec = EventRecorder(admin, settings=EventSettings(writers=8, series_interval=60)).start()
     try:
         for pod in pods:
             assert rec.scheduled(pod, "node-a", "default-scheduler")

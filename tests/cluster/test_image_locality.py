@@ -18,15 +18,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import (
-    bound_node,
-    create_pod,
-    kept_to_nodes_config,
-    make_node,
-    scheduler_running,
-    wait_until,
-)
+from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
 
 pytestmark = pytest.mark.apiserver
 
@@ -68,14 +62,14 @@ def placed(admin: ApiClient, namespace: str, scheduler: str, name: str) -> str:
 def test_pods_go_where_their_image_is_and_follow_it(admin: ApiClient, namespace: str, two_nodes) -> None:
     app, a, b, scheduler = two_nodes
     set_images(admin, a, [IMAGE, "registry.example/big-model@sha256:" + "0" * 64])
-    wait_until(lambda: IMAGE in (app.cache.get(a).images if app.cache.get(a) else {}), 20, "a's images seen")
+    poll(lambda: IMAGE in (app.cache.get(a).images if app.cache.get(a) else {}), 20, "a's images seen")
     assert placed(admin, namespace, scheduler, "first") == a
     # b is now the emptier node (NodeResourcesFit prefers it by 1 to 2 points); the image wins.
     assert placed(admin, namespace, scheduler, "second") == a
 
     set_images(admin, a, [])
     set_images(admin, b, [IMAGE])
-    wait_until(
+    poll(
         lambda: app.cache.image_num_nodes(IMAGE) == 1 and IMAGE in app.cache.get(b).images,
         20,
         "the image seen on b only",

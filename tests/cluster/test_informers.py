@@ -12,10 +12,13 @@ from kubernetes import watch
 from kubernetes.client import CoreV1Api
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.informers import NODES, PODS, Informer, object_key
+from scheduler.cluster.informers import Informer
+from scheduler.cluster.store import NODES, PODS, object_key
+from scheduler.polling import poll
+from scheduler.settings import WatchSettings
 from tests.apiserver import ControlPlane, free_port
 from tests.cluster.netproxy import TCPProxy
-from tests.cluster.util import make_node, make_pod, wait_until
+from tests.cluster.util import make_node, make_pod
 
 pytestmark = pytest.mark.apiserver
 
@@ -52,7 +55,7 @@ class Recorder:
 
 
 def informer(api, resource=PODS, rec: Recorder | None = None, **kw: Any) -> Informer:
-    inf = Informer(api, resource, **kw)
+    inf = Informer(api, resource, settings=WatchSettings(**kw))
     if rec is not None:
         inf.add_handlers(rec.add, rec.update, rec.delete)
     return inf.start()
@@ -69,7 +72,7 @@ def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) ->
 
         pod = make_pod(admin, namespace)
         key = f"{namespace}/{pod['metadata']['name']}"
-        wait_until(lambda: rec.of("add", key), 5, "add")
+        poll(lambda: rec.of("add", key), 5, "add")
         api_request(
             admin,
             "PATCH",
@@ -77,12 +80,12 @@ def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) ->
             body={"metadata": {"labels": {"x": "1"}}},
             content_type="application/merge-patch+json",
         )
-        old, new = wait_until(lambda: rec.of("update", key), 5, "update")[0]
+        old, new = poll(lambda: rec.of("update", key), 5, "update")[0]
         assert "x" not in (old["metadata"].get("labels") or {}) and new["metadata"]["labels"]["x"] == "1"
         assert inf.store.get(key)["metadata"]["labels"] == {"x": "1"}
 
         api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
-        wait_until(lambda: rec.of("delete", key), 5, "delete")
+        poll(lambda: rec.of("delete", key), 5, "delete")
         assert inf.store.get(key) is None
         assert inf.stats.lists == 1 and inf.stats.expired == 0
     finally:
@@ -97,7 +100,7 @@ def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
         assert inf.wait_for_sync(10)
         pod = make_pod(admin, namespace)
         key = f"{namespace}/{pod['metadata']['name']}"
-        wait_until(lambda: rec.of("add", key), 5, "add")
+        poll(lambda: rec.of("add", key), 5, "add")
         api_request(
             admin,
             "PATCH",
@@ -105,7 +108,7 @@ def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
             body={"status": {"phase": "Succeeded"}},
             content_type="application/merge-patch+json",
         )
-        wait_until(lambda: rec.of("delete", key), 5, "delete of the finished pod")
+        poll(lambda: rec.of("delete", key), 5, "delete of the finished pod")
         assert inf.store.get(key) is None
         # still on the server
         assert api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
@@ -132,7 +135,7 @@ def test_handler_exception_is_logged_and_the_informer_goes_on(
         try:
             assert inf.wait_for_sync(10)
             later = make_pod(admin, namespace)
-            wait_until(lambda: rec.of("add", f"{namespace}/{later['metadata']['name']}"), 5, "later add")
+            poll(lambda: rec.of("add", f"{namespace}/{later['metadata']['name']}"), 5, "later add")
             assert rec.of("add", bad_key)  # the other handler still got it
             assert inf.stats.handler_errors >= 1
             assert any(getattr(r, "kv", {}).get("object") == bad_key for r in caplog.records)
@@ -149,9 +152,7 @@ def test_bookmarks_and_server_timeouts_rewatch_without_relisting(admin) -> None:
         list_rv = int(inf.resource_version)
         node = make_node(admin)
         # 30 s: a few watch periods even when the test API server shares a busy machine.
-        wait_until(
-            lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 30, "a bookmark and a rewatch"
-        )
+        poll(lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 30, "a bookmark and a rewatch")
         assert inf.stats.lists == 1 and inf.stats.expired == 0 and inf.stats.watch_errors == 0, inf.stats
         assert int(inf.bookmark_resource_version) >= int(node["metadata"]["resourceVersion"]) > list_rv
     finally:
@@ -169,12 +170,10 @@ def test_dead_connection_is_noticed_by_the_read_timeout(
     try:
         assert inf.wait_for_sync(10)
         proxy.partition("blackhole")  # the watch hangs: no error, no bytes
-        wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the read timeout")
+        poll(lambda: inf.stats.watch_errors >= 1, 10, "the read timeout")
         proxy.heal()
         pod = make_pod(admin, namespace)
-        wait_until(
-            lambda: rec.of("add", f"{namespace}/{pod['metadata']['name']}"), 10, "events after healing"
-        )
+        poll(lambda: rec.of("add", f"{namespace}/{pod['metadata']['name']}"), 10, "events after healing")
         # and stop() cuts a blocked watch at once
         start = time.monotonic()
         inf.stop()
@@ -210,7 +209,7 @@ def test_410_after_a_gap_relists_and_delivers_missed_deletes(
         assert inf.wait_for_sync(10)
         assert all(inf.store.get(k) for k in keys)
         proxy.partition("refuse")
-        wait_until(lambda: inf.stats.watch_errors >= 1, 10, "the watch to break")
+        poll(lambda: inf.stats.watch_errors >= 1, 10, "the watch to break")
         for p in pods[:2]:
             api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{p['metadata']['name']}")
         api_request(
@@ -225,7 +224,7 @@ def test_410_after_a_gap_relists_and_delivers_missed_deletes(
         second = apiserver.start_apiserver(port, name=f"kube-apiserver-{port}")
         proxy.set_upstream(port)
         proxy.heal()
-        wait_until(lambda: all(rec.of("delete", k) for k in keys[:2]), 30, "the missed deletes")
+        poll(lambda: all(rec.of("delete", k) for k in keys[:2]), 30, "the missed deletes")
         assert inf.stats.expired >= 1 and inf.stats.lists >= 2
         assert rec.of("add", f"{namespace}/{added['metadata']['name']}")
         _, new = rec.of("update", keys[2])[-1]

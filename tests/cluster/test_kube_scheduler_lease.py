@@ -11,10 +11,11 @@ import time
 import pytest
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.leaderelection import HOLDER_ANNOTATION, LeaderElectionConfig, LeaderElector
+from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.cluster.leases import HOLDER_ANNOTATION
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
 from tests.cluster.test_leaderelection import D, L, R, gauge
-from tests.cluster.util import wait_until
 
 pytestmark = pytest.mark.apiserver
 
@@ -56,18 +57,14 @@ def test_shares_the_lease_with_the_go_kube_scheduler(apiserver: ControlPlane, ad
         go = apiserver.start_kube_scheduler(go_config())
         # The Go scheduler competes but must see our lease as held: it does not acquire.
         assert go.wait_for_log("Attempting to acquire leader lease", 30), go.tail()
-        deadline = time.monotonic() + L + 4 * R
-        while time.monotonic() < deadline:
-            assert holder() == first.identity, go.tail()
-            time.sleep(R / 2)
-        assert "Successfully acquired lease" not in go.log.read_text()
+        # A whole lease duration and four of its retries, renewed all along: it never acquires.
+        assert not go.wait_for_log("Successfully acquired lease", L + 4 * R), go.tail()
+        assert go.alive() and holder() == first.identity, go.tail()
 
         # We release on stop; it takes the lease at its next (jittered) retry.
         first.stop(release=True)
         released = time.monotonic()
-        go_id = wait_until(
-            lambda: (h := holder()) and h != first.identity and h, 3, "the Go scheduler to acquire"
-        )
+        go_id = poll(lambda: (h := holder()) and h != first.identity and h, 3, "the Go scheduler to acquire")
         assert time.monotonic() - released < 2.2 * R + 1.0
         assert go.wait_for_log("Successfully acquired lease", 5)
         lease = api_request(admin, "GET", LEASE)
@@ -78,7 +75,7 @@ def test_shares_the_lease_with_the_go_kube_scheduler(apiserver: ControlPlane, ad
         # Takeover: we take it back at once; the Go scheduler's renewals fail; it exits with
         # code 1 ("Leaderelection lost") before we start leading.
         second = ours(takeover=True).start()
-        wait_until(lambda: second.takeovers == 1, 5, "the takeover")
+        poll(lambda: second.takeovers == 1, 5, "the takeover")
         taken = time.monotonic()
         assert holder() == second.identity
         code = go.wait(R + D + 3)

@@ -16,17 +16,16 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.leaderelection import (
+from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.cluster.leases import (
     HOLDER_ANNOTATION,
     LEADING_ANNOTATION,
     RESTORING_ANNOTATION,
-    LeaderElectionConfig,
-    LeaderElector,
     leading_since,
 )
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
 from tests.cluster.netproxy import TCPProxy
-from tests.cluster.util import wait_until
 
 pytestmark = pytest.mark.apiserver
 
@@ -83,12 +82,12 @@ def test_acquires_an_absent_lease_and_writes_client_go_fields(admin, lease: str)
         assert MICRO.match(spec["acquireTime"]) and MICRO.match(spec["renewTime"])
         assert read_lease(admin, lease)["metadata"]["annotations"][HOLDER_ANNOTATION] == e.identity
         # Written by the renew right after leading starts (a moment after `leading` is set).
-        since = wait_until(lambda: leading_since(read_lease(admin, lease)), 2, "the leading-since annotation")
+        since = poll(lambda: leading_since(read_lease(admin, lease)), 2, "the leading-since annotation")
         assert MICRO.match(since)
         assert g.labels(lease)._value.get() == 1
-        wait_until(lambda: e.identity in calls.leaders, 2, "on_new_leader(us)")
+        poll(lambda: e.identity in calls.leaders, 2, "on_new_leader(us)")
         first = spec["renewTime"]
-        wait_until(lambda: read_lease(admin, lease)["spec"]["renewTime"] != first, 2, "a renewal")
+        poll(lambda: read_lease(admin, lease)["spec"]["renewTime"] != first, 2, "a renewal")
         assert read_lease(admin, lease)["spec"]["acquireTime"] == spec["acquireTime"]
     finally:
         e.stop()
@@ -102,7 +101,7 @@ def test_standby_waits_then_acquires_quickly_after_release(admin, lease: str) ->
     b = elector(admin, lease, b_calls).start()
     try:
         # b must not take a lease renewed under its eyes, however long it watches (> L).
-        wait_until(lambda: a.identity in b_calls.leaders, 3, "b to observe a")
+        poll(lambda: a.identity in b_calls.leaders, 3, "b to observe a")
         assert not b.leading.wait(L + 4 * R)
         released = time.monotonic()
         a.stop(release=True)
@@ -132,7 +131,7 @@ def test_takes_over_an_abandoned_lease_after_it_expires_by_its_own_clock(admin, 
     assert a.leading.wait(5)
     b = elector(admin, lease).start()
     try:
-        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
+        poll(lambda: b.leader() == a.identity, 3, "b to observe a")
         a.stop(release=False)  # a dies: no release, no more renewals
         died = time.monotonic()
         assert b.leading.wait(L + 3)
@@ -173,7 +172,7 @@ def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, 
     assert old.leading.wait(5)
     new = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
     try:
-        wait_until(lambda: new.takeovers == 1, 3, "the takeover")
+        poll(lambda: new.takeovers == 1, 3, "the takeover")
         taken = time.monotonic()
         got = read_lease(admin, lease)
         spec = got["spec"]
@@ -195,7 +194,7 @@ def test_takeover_from_a_foreign_holder_waits_until_it_must_have_stopped(admin, 
             got = read_lease(admin, lease)
             return got if leading_since(got) else None
 
-        got = wait_until(announced, 2, "the leading-since annotation")
+        got = poll(announced, 2, "the leading-since annotation")
         since = leading_since(got)
         assert since is not None and MICRO.match(since)
         assert wall(got["spec"]["renewTime"]) - wall(since) < R / 2, (since, got["spec"]["renewTime"])
@@ -209,7 +208,8 @@ def test_takeover_leaves_a_lease_held_by_one_of_ours(admin, lease: str) -> None:
     assert ours.leading.wait(5)
     other = elector(admin, lease, takeover=True).start()  # default test: our annotation
     try:
-        wait_until(lambda: other.leader() == ours.identity, 3, "observation")
+        poll(lambda: other.leader() == ours.identity, 3, "observation")
+        # A whole lease duration and four of its retries, renewed all along: no takeover.
         assert not other.leading.wait(L + 4 * R)
         assert other.takeovers == 0 and read_lease(admin, lease)["spec"]["holderIdentity"] == ours.identity
     finally:
@@ -231,12 +231,13 @@ def test_no_takeover_while_a_restore_gives_the_lease_back(admin, lease: str) -> 
     annotate("true")
     ours = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
     try:
-        wait_until(lambda: ours.leader() == kube_scheduler.identity, 3, "observation")
+        poll(lambda: ours.leader() == kube_scheduler.identity, 3, "observation")
+        # A whole lease duration and four of its retries with the mark on: no takeover.
         assert not ours.leading.wait(L + 4 * R)
         assert ours.takeovers == 0 and not kube_scheduler.lost.is_set()
         assert read_lease(admin, lease)["spec"]["holderIdentity"] == kube_scheduler.identity
         annotate(None)
-        wait_until(lambda: ours.takeovers == 1, 3, "the takeover once the mark is gone")
+        poll(lambda: ours.takeovers == 1, 3, "the takeover once the mark is gone")
         assert kube_scheduler.lost.wait(R + D + 1)
     finally:
         kube_scheduler.stop(release=False)
@@ -250,7 +251,7 @@ def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admi
     assert first.leading.wait(5)
     second = elector(admin, lease, takeover=True, is_ours=lambda _lease: False).start()
     try:
-        wait_until(lambda: second.takeovers == 1, 3, "the takeover")
+        poll(lambda: second.takeovers == 1, 3, "the takeover")
         assert first.lost.wait(R + D + 1), "the old leader must lose the lease"
         assert first.takeovers == 0
         assert second.leading.wait(max(L, D + R) + R + 2)
@@ -260,12 +261,12 @@ def test_takeover_is_for_acquiring_only_a_lease_taken_while_leading_is_lost(admi
         second.stop()
 
 
-def slow_standby(admin, lease: str) -> LeaderElector:
+def slow_standby(admin, lease: str, calls: Calls | None = None) -> LeaderElector:
     """A standby whose polls are 1-2.2 s apart (R = 1 s), to tell watching from polling."""
     config = LeaderElectionConfig(
         namespace="default", name=lease, lease_duration=L, renew_deadline=D, retry_period=1.0
     )
-    return LeaderElector(admin, config, gauge=gauge())
+    return LeaderElector(admin, config, gauge=gauge(), **(calls.kw() if calls else {}))
 
 
 def test_a_watching_standby_takes_a_dead_leaders_lease_when_it_expires(admin, lease: str) -> None:
@@ -275,7 +276,7 @@ def test_a_watching_standby_takes_a_dead_leaders_lease_when_it_expires(admin, le
     assert a.leading.wait(5)
     b = slow_standby(admin, lease).start()
     try:
-        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
+        poll(lambda: b.leader() == a.identity, 3, "b to observe a")
         a.stop(release=False)  # a dies: no release, no more renewals
         died = time.monotonic()
         assert b.leading.wait(L + 3)
@@ -288,10 +289,11 @@ def test_a_watching_standby_takes_a_dead_leaders_lease_when_it_expires(admin, le
 def test_a_watching_standby_takes_a_released_lease_at_once(admin, lease: str) -> None:
     a = elector(admin, lease).start()
     assert a.leading.wait(5)
-    b = slow_standby(admin, lease).start()
+    b_calls = Calls()
+    b = slow_standby(admin, lease, b_calls).start()
     try:
-        wait_until(lambda: b.leader() == a.identity, 3, "b to observe a")
-        time.sleep(0.1)  # b is asleep in its retry period
+        # Reported after b's first attempt, as it goes to sleep for its retry period (1-2.2 s).
+        poll(lambda: a.identity in b_calls.leaders, 3, "b's first attempt to see a")
         a.stop(release=True)
         released = time.monotonic()
         assert b.leading.wait(3)

@@ -23,8 +23,8 @@ from scheduler.app import App
 from scheduler.cluster.client import api_request
 from scheduler.config import load_config
 from scheduler.config.options import Options, ServingOptions
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import wait_until
 from tests.cluster.webhook import scripted_webhook
 
 pytestmark = pytest.mark.apiserver
@@ -101,12 +101,12 @@ def test_no_binding_is_sent_after_the_lease_is_lost(
         )
         try:
             runner.start()
-            wait_until(app.scheduling.is_set, 30, "our scheduler leading")
+            assert app.scheduling.wait(30), "our scheduler is not leading"
             api_request(admin, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod("first"))
-            wait_until(lambda: hook.calls >= 1, 20, "the first bind refused")
+            poll(lambda: hook.calls >= 1, 20, "the first bind refused")
 
             steal(admin, namespace, name)
-            wait_until(lambda: halted_at, RENEW_DEADLINE + 2, "the loss noticed")
+            poll(lambda: halted_at, RENEW_DEADLINE + 2, "the loss noticed")
             api_request(admin, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod("second"))
             runner.join(RENEW_DEADLINE)
             assert not runner.is_alive(), "the scheduler did not stop within the renew deadline"

@@ -15,15 +15,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import (
-    bound_node,
-    create_pod,
-    kept_to_nodes_config,
-    make_node,
-    scheduler_running,
-    wait_until,
-)
+from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
 from tests.plugins.dynamic.promapi import FakePrometheus
 
 pytestmark = pytest.mark.apiserver
@@ -70,7 +64,7 @@ def test_a_load_refresh_brings_a_refused_pod_back(
         with scheduler_running(config, tmp_path) as app:
             create_pod(admin, namespace, "p", profile)
             uid = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/p")["metadata"]["uid"]
-            wait_until(lambda: app.queue.where(uid) == "unschedulable", 20, "p refused for the load")
+            poll(lambda: app.queue.where(uid) == "unschedulable", 20, "p refused for the load")
             prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.3"))
             assert bound_node(admin, namespace, "p", timeout=20) == node
     finally:

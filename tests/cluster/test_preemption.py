@@ -24,8 +24,9 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.app import App
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import only_nodes_labelled, scheduler_running, wait_until
+from tests.cluster.util import only_nodes_labelled, scheduler_running
 
 pytestmark = pytest.mark.apiserver
 
@@ -111,7 +112,7 @@ class World:
             f"/api/v1/namespaces/{self.namespace}/pods/{name}",
             body={"gracePeriodSeconds": 0},
         )
-        wait_until(lambda: self.get(name) is None, 10, f"{name} gone")
+        poll(lambda: self.get(name) is None, 10, f"{name} gone")
 
     def delete(self, name: str) -> None:
         api_request(self.admin, "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
@@ -129,16 +130,16 @@ class World:
             pod = self.get(name)
             return ((pod or {}).get("spec") or {}).get("nodeName") or ""
 
-        return wait_until(node, timeout, f"{name} bound")
+        return poll(node, timeout, f"{name} bound")
 
     def nominated(self, name: str, timeout: float = 20) -> str:
         def nnn() -> str:
             return ((self.get(name) or {}).get("status") or {}).get("nominatedNodeName") or ""
 
-        return wait_until(nnn, timeout, f"{name} nominated")
+        return poll(nnn, timeout, f"{name} nominated")
 
     def terminating(self, name: str, timeout: float = 20) -> dict[str, Any]:
-        return wait_until(
+        return poll(
             lambda: (p := self.get(name)) is not None and p["metadata"].get("deletionTimestamp") and p,
             timeout,
             f"{name} terminating",
@@ -151,7 +152,7 @@ class World:
                     return e["note"]
             return ""
 
-        return wait_until(message, timeout, f"FailedScheduling of {name} saying {text!r}")
+        return poll(message, timeout, f"FailedScheduling of {name} saying {text!r}")
 
     def settled(self) -> None:
         """The scheduler has nothing in flight: its queue holds only pods that wait."""
@@ -162,7 +163,7 @@ class World:
             counts = sched.queue.counts()
             return sched.wait_idle(1) and counts["active"] == 0 and not sched.preempting()
 
-        wait_until(idle, 20, "the scheduler idle")
+        poll(idle, 20, "the scheduler idle")
 
 
 @pytest.fixture
@@ -239,7 +240,7 @@ def test_basic_preemption(world: World) -> None:
     assert note.endswith(
         f" preemption: found a potential placement for pod on node {n1}, preempting 1 victims"
     )
-    (ev,) = wait_until(lambda: world.events("Preempted"), 10, "the Preempted event")
+    (ev,) = poll(lambda: world.events("Preempted"), 10, "the Preempted event")
     assert (ev["regarding"]["name"], ev["related"]["name"], ev["action"], ev["type"]) == (
         "low",
         "preemptor",
@@ -269,7 +270,7 @@ def test_victims_whose_eviction_a_pdb_forbids_are_spared(world: World) -> None:
     )
     # No controller-manager computes its status here: disruptionsAllowed is 0, as it would be.
     assert not (pdb.get("status") or {}).get("disruptionsAllowed")
-    wait_until(lambda: _pdb_seen(world), 10, "the PDB in the scheduler's cache")
+    poll(lambda: _pdb_seen(world), 10, "the PDB in the scheduler's cache")
 
     world.pod("preemptor", 1, "high")
     # The guarded pod has the lower priority, but only the other node violates no PDB.
@@ -329,7 +330,7 @@ def test_a_deleted_preemptor_gives_the_room_back(world: World) -> None:
     world.pod("mid", 2, "mid-never")
     world.failed_with("mid", "preemption:")
     world.delete("high")
-    wait_until(lambda: world.get("high") is None, 10, "high gone")
+    poll(lambda: world.get("high") is None, 10, "high gone")
     world.finish_deleting("victim")
     # The nomination went with the preemptor: the room is anyone's.
     assert world.bound_to("mid") == n1
@@ -343,9 +344,7 @@ def test_lower_priority_nominations_are_cleared(world: World) -> None:
     # high preempts too (the victim again, already terminating: no second delete) and takes
     # the nomination over; mid's is cleared.
     assert world.nominated("high") == n1
-    wait_until(
-        lambda: not world.get("mid")["status"].get("nominatedNodeName"), 20, "mid's nomination cleared"
-    )
+    poll(lambda: not world.get("mid")["status"].get("nominatedNodeName"), 20, "mid's nomination cleared")
     world.finish_deleting("victim")
     assert world.bound_to("high") == n1
     assert len(world.events("Preempted")) == 1

@@ -15,8 +15,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import create_pod, kept_to_nodes_config, scheduler_running, wait_until
+from tests.cluster.util import create_pod, kept_to_nodes_config, scheduler_running
 
 pytestmark = pytest.mark.apiserver
 
@@ -50,7 +51,7 @@ def test_status_only_updates_do_not_requeue_and_a_label_does(
                 c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions
             )
 
-        wait_until(parked_with_condition, 20, "the pod tried, parked, and its PodScheduled condition written")
+        poll(parked_with_condition, 20, "the pod tried, parked, and its PodScheduled condition written")
         patch(
             admin,
             pod_path + "/status",
@@ -62,9 +63,9 @@ def test_status_only_updates_do_not_requeue_and_a_label_does(
             qp = app.queue._pods.get(uid)  # the queue's copy: every update before it was handled
             return ((qp.pod.pod["metadata"].get("annotations") or {}).get("sentinel", "")) if qp else ""
 
-        wait_until(queued_annotation, 20, "the updates handled by the queue")
+        poll(queued_annotation, 20, "the updates handled by the queue")
         assert app.queue.where(uid) == "unschedulable"
         assert attempts(app, profile) == 1
 
         patch(admin, pod_path, {"metadata": {"labels": {"app": "web"}}})
-        wait_until(lambda: attempts(app, profile) >= 2, 20, "a second attempt after the label change")
+        poll(lambda: attempts(app, profile) >= 2, 20, "a second attempt after the label change")

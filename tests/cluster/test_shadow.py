@@ -33,9 +33,10 @@ from scheduler.cli import main
 from scheduler.cluster.client import api_request
 from scheduler.config import load_config
 from scheduler.config.options import AuthorizationOptions, Options, ServingOptions
-from scheduler.shadow import judge as judge_module
+from scheduler.polling import poll
+from scheduler.settings import Settings, ShadowSettings
 from tests.apiserver import ControlPlane, free_port
-from tests.cluster.util import bound_node, create_pod, make_node, only_nodes_labelled, wait_until
+from tests.cluster.util import bound_node, create_pod, make_node, only_nodes_labelled
 from tests.cluster.webhook import loopback_tls
 from tests.webhook import WriteSeen, WriteWebhook
 
@@ -55,11 +56,10 @@ def bind(admin: ApiClient, ns: str, name: str, node: str) -> None:
 
 @pytest.fixture
 def shadow(
-    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path
 ) -> Iterator[dict[str, Any]]:
     if not apiserver.kube_scheduler.exists():
         pytest.fail("kube-scheduler binary missing: run make tools first")
-    monkeypatch.setattr(judge_module, "SWEEP_EVERY", 0.2)
     label = f"s{uuid.uuid4().hex[:6]}"
     nodes = {n: f"{label}-{n}" for n in ("a", "b", "big")}
     for n, cpu in (("a", "4"), ("b", "4"), ("big", "8")):
@@ -88,12 +88,15 @@ def shadow(
             always_allow_paths=("/healthz", "/readyz", "/livez", "/shadow/decisions")
         ),
     )
-    app = App(Options(config=load_config(str(path)), serving=serving, shadow=True))
+    app = App(
+        Options(config=load_config(str(path)), serving=serving, shadow=True),
+        Settings(shadow=ShadowSettings(sweep_every=0.2)),
+    )
     app.build()
     runner = threading.Thread(target=app.run, name="shadow-under-test", daemon=True)
     runner.start()
     try:
-        wait_until(app.scheduling.is_set, 30, "the shadow to start")
+        assert app.scheduling.wait(30), "the shadow did not start"
         yield {"app": app, "nodes": nodes, "p": p, "q": q, "ns": namespace, "user": user, "port": port}
     finally:
         app.stop.set()
@@ -111,7 +114,7 @@ def decisions(app: App, n: int) -> list[dict[str, Any]]:
         last = judge.report(1000)["last"]
         return last if len(last) >= n else None
 
-    return wait_until(enough, 30, f"{n} shadow decisions")
+    return poll(enough, 30, f"{n} shadow decisions")
 
 
 def test_shadow_judges_every_bind_and_writes_nothing(apiserver, admin, shadow, capsys):

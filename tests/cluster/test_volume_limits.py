@@ -11,6 +11,7 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from scheduler.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
 from tests.cluster.util import (
     bound_claim,
@@ -20,7 +21,6 @@ from tests.cluster.util import (
     kept_to_nodes_config,
     make_node,
     scheduler_running,
-    wait_until,
 )
 
 pytestmark = pytest.mark.apiserver
@@ -67,7 +67,7 @@ def test_a_node_at_its_attach_limit(
             create_pod(admin, namespace, "first", profile, volumes=volume(claims[0]))
             assert bound_node(admin, namespace, "first") == node
             create_pod(admin, namespace, "second", profile, volumes=volume(claims[1]))
-            note = wait_until(lambda: failed_note(admin, namespace, "second"), 20, "second refused")
+            note = poll(lambda: failed_note(admin, namespace, "second"), 20, "second refused")
             assert f"1 {ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED}" in note
             # The volume already attached there counts once: a pod sharing it still fits.
             create_pod(admin, namespace, "sharing", profile, volumes=volume(claims[0]))

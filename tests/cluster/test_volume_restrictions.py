@@ -11,6 +11,7 @@ from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
 from scheduler.plugins.volumerestrictions import ERR_REASON_RWOP_CONFLICT
+from scheduler.polling import poll
 from tests.apiserver import ControlPlane
 from tests.cluster.util import (
     bound_claim,
@@ -20,7 +21,6 @@ from tests.cluster.util import (
     kept_to_nodes_config,
     make_node,
     scheduler_running,
-    wait_until,
 )
 
 pytestmark = pytest.mark.apiserver
@@ -39,7 +39,7 @@ def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(
             create_pod(admin, namespace, "first", profile, volumes=volumes)
             assert bound_node(admin, namespace, "first") in nodes
             create_pod(admin, namespace, "second", profile, volumes=volumes)
-            note = wait_until(lambda: failed_note(admin, namespace, "second"), 20, "second refused")
+            note = poll(lambda: failed_note(admin, namespace, "second"), 20, "second refused")
             # other tests' nodes are refused by the profile's node affinity; these two for the claim
             assert f"2 {ERR_REASON_RWOP_CONFLICT}." in note and "2 No preemption victims found" in note, note
             api_request(

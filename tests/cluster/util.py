@@ -1,33 +1,19 @@
-"""Helpers for the cluster tests: objects to create, and waiting with a deadline."""
+"""Helpers for the cluster tests: objects to create, and the scheduler run in this process."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 from kubernetes.client import ApiClient
 
 from scheduler.cluster.client import api_request
-
-T = TypeVar("T")
-
-
-def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``check`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+from scheduler.polling import poll
 
 
 def make_node(
@@ -91,7 +77,7 @@ def scheduler_running(config: dict[str, Any], workdir: Path) -> Iterator[Any]:
     runner = threading.Thread(target=app.run, name="scheduler-under-test", daemon=True)
     runner.start()
     try:
-        wait_until(app.scheduling.is_set, 30, "the scheduler to start")
+        assert app.scheduling.wait(30), "the scheduler did not start"
         yield app
     finally:
         app.stop.set()
@@ -152,9 +138,7 @@ def create_pod(
 def bound_node(admin: ApiClient, namespace: str, name: str, timeout: float = 20) -> str:
     """The node the pod gets bound to, once it is."""
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    return wait_until(
-        lambda: api_request(admin, "GET", path)["spec"].get("nodeName", ""), timeout, f"{name} bound"
-    )
+    return poll(lambda: api_request(admin, "GET", path)["spec"].get("nodeName", ""), timeout, f"{name} bound")
 
 
 def bound_claim(

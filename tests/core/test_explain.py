@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from scheduler.cluster.informers import ObjectStore
+from scheduler.cluster.store import ObjectStore
 from scheduler.config import default_config
 from scheduler.core.cache import Cache
 from scheduler.core.explain import compare, explain

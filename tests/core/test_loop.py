@@ -5,6 +5,7 @@ what the loop asks of it; what the binding call does on a real API server is
 tested in tests/cluster against one.
 """
 
+import contextlib
 import threading
 
 import pytest
@@ -39,7 +40,18 @@ class RecordingIO:
         self.preemptions: list = []
         self.finish_preemption = None
         self.outcomes = list(outcomes or [])
+        self.enqueued: list[tuple[str, str]] = []
+        """(queue, event) of every pod that entered a queue (the queue's ``on_enqueue``)."""
         self.changed = threading.Condition()
+
+    def on_enqueue(self, queue: str, event: str) -> None:
+        with self.changed:
+            self.enqueued.append((queue, event))
+            self.changed.notify_all()
+
+    def requeued(self) -> int:
+        """How many times a pod came back from its cycle (failed, or held back)."""
+        return sum(1 for _, event in self.enqueued if event == "ScheduleAttemptFailure")
 
     def bind(self, p, node_name):
         outcome = self.outcomes.pop(0) if self.outcomes else (BindOutcome.BOUND, "")
@@ -69,25 +81,28 @@ class RecordingIO:
             assert self.changed.wait_for(pred, timeout), "condition not reached before the deadline"
 
 
-def running(cache, queue, prof):
+@contextlib.contextmanager
+def running(cache, queue, prof, io):
     """The loop over ``prof`` in a thread: (cache, queue, handlers, io, scheduler), then stopped."""
     handlers = EventHandlers(cache, queue, {"default-scheduler"})
-    io = RecordingIO()
     sched = Scheduler(cache, queue, {"default-scheduler": prof}, io, bind_workers=4)
     stop = threading.Event()
     t = threading.Thread(target=sched.run, args=(stop,), daemon=True)
     t.start()
-    yield cache, queue, handlers, io, sched
-    stop.set()
-    sched.shutdown(2)
-    t.join(5)
+    try:
+        yield cache, queue, handlers, io, sched
+    finally:
+        stop.set()
+        sched.shutdown(2)
+        t.join(5)
 
 
 @pytest.fixture
 def env():
-    yield from running(
-        Cache(), SchedulingQueue(), Profile("default-scheduler", [CPUFit()], filters=["CPUFit"])
-    )
+    io = RecordingIO()
+    prof = Profile("default-scheduler", [CPUFit()], filters=["CPUFit"])
+    with running(Cache(), SchedulingQueue(on_enqueue=io.on_enqueue), prof, io) as parts:
+        yield parts
 
 
 def test_binds_and_counts_assumed_pods(env) -> None:
@@ -121,11 +136,15 @@ def test_conflict_drops_the_pod_and_frees_its_room(env) -> None:
     handlers.on_node_add(node("n1", cpu="1"))
     p = pod("p", cpu="1")
     handlers.on_pod_add(p)
-    assert sched.wait_idle(5)
-    io.wait(lambda: not io.outcomes)
-    assert sched.wait_idle(5)
-    assert not cache.has_pod(p["metadata"]["uid"]) and len(queue) == 0
+    io.wait(lambda: not io.outcomes)  # the bind was sent
+    assert sched.wait_idle(5)  # and its cycle is over
+    uid = p["metadata"]["uid"]
+    assert not cache.has_pod(uid) and queue.where(uid) is None
     assert cache.get("n1").requested.milli_cpu == 0
+    # The room is free, and p is not tried again: the next pod gets n1.
+    handlers.on_pod_add(pod("next", cpu="1"))
+    io.wait(lambda: "default/next" in io.bound)
+    assert io.bound == {"default/next": "n1"} and io.failures == []
 
 
 def test_failed_bind_forgets_and_retries(env) -> None:
@@ -145,8 +164,13 @@ def test_pods_of_other_schedulers_and_bound_pods_are_not_queued(env) -> None:
     cache, queue, handlers, io, sched = env
     handlers.on_pod_add(pod("other", scheduler="someone-else"))
     handlers.on_pod_add(pod("bound", node="n9", cpu="1"))
-    assert len(queue) == 0
-    assert cache.dump()["nodes"] == {"n9": ["default/bound"]}
+    # A pod of ours, added last, is bound once the loop has been through all before it.
+    handlers.on_node_add(node("n1", cpu="1"))
+    handlers.on_pod_add(pod("ours", cpu="1"))
+    io.wait(lambda: "default/ours" in io.bound)
+    assert io.enqueued == [("active", "PodAdd")]  # ours only
+    assert io.bound == {"default/ours": "n1"} and io.failures == []
+    assert cache.dump()["nodes"] == {"n1": ["default/ours"], "n9": ["default/bound"]}
 
 
 class EvictLowest:
@@ -173,7 +197,9 @@ class EvictLowest:
 
 @pytest.fixture
 def preempting_env():
-    cache, queue = Cache(), SchedulingQueue(initial_backoff=0.05, max_backoff=0.05)
+    io = RecordingIO()
+    cache = Cache()
+    queue = SchedulingQueue(initial_backoff=0.05, max_backoff=0.05, on_enqueue=io.on_enqueue)
     prof = Profile(
         "default-scheduler",
         [CPUFit(), EvictLowest(cache, queue.nominator)],
@@ -181,7 +207,8 @@ def preempting_env():
         post_filters=["EvictLowest"],
         nominator=queue.nominator,
     )
-    yield from running(cache, queue, prof)
+    with running(cache, queue, prof, io) as parts:
+        yield parts
 
 
 def test_preemption_nominates_and_waits_for_its_victims(preempting_env) -> None:
@@ -199,10 +226,12 @@ def test_preemption_nominates_and_waits_for_its_victims(preempting_env) -> None:
     uid = high["metadata"]["uid"]
     assert queue.nominator.node_of(uid) == "n1"
 
-    # Until the preemption is done, the pod is not tried again, whatever happens.
+    # Until the preemption is done, the pod is not tried again, whatever happens: n2 (room
+    # for it) moves it on, and the loop puts it back untried.
+    requeued = io.requeued()
     handlers.on_node_add(node("n2", cpu="1"))
     queue.flush()
-    assert sched.wait_idle(5)
+    io.wait(lambda: io.requeued() > requeued or "default/high" in io.bound)
     assert "default/high" not in io.bound and len(io.preemptions) == 1
 
     # Done: the victim is gone; the pod goes at once, to its nominated node.

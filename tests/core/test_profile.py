@@ -247,10 +247,10 @@ def test_at_v5_a_cycle_logs_the_top_nodes_and_the_plugin_that_decided(
     a = ScoreTable("A", {"n0": 100, "n1": 0, "n2": 50})
     b = ScoreTable("B", {"n0": 0, "n1": 100, "n2": 60})
     prof = Profile("p", [a, b], filters=[], scores=[("A", 1), ("B", 2)])
-    with caplog.at_level(V(4), logger="scheduler.core.profile"):
+    with caplog.at_level(V(4), logger="scheduler.core.breakdown"):
         prof.schedule(CycleState(), pinfo("quiet"), cluster(3))
     assert not [r for r in caplog.records if r.getMessage() == "Scored nodes"]
-    with caplog.at_level(V(5), logger="scheduler.core.profile"):
+    with caplog.at_level(V(5), logger="scheduler.core.breakdown"):
         prof.schedule(CycleState(), pinfo("p"), cluster(3))
     (rec,) = [r for r in caplog.records if r.getMessage() == "Scored nodes"]
     got = rec.kv  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.leaderelection import RESTORING_ANNOTATION
+from scheduler.cluster.leases import RESTORING_ANNOTATION
 from scheduler.deploy import deploy, finalize_namespace, restore
 from scheduler.deploy.cmdline import DeployError
 from scheduler.deploy.kube import Cluster

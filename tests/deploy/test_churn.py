@@ -113,7 +113,7 @@ def test_the_command_bounds_rounds_by_duration(
     ("argv", "message"),
     [
         (["-n", "Bad_NS"], "error: churn: --namespace: expected a DNS-1123 label"),
-        (["-n", "x", "--every", "0"], "error: churn: --every: expected a number of seconds > 0, got '0'"),
+        (["-n", "x", "--every", "0"], 'error: churn: --every: expected a number of seconds > 0, got "0"'),
         (["-n", "x", "--count", "-1"], "error: churn: --count: expected a whole number >= 1, got -1"),
         ([], "error: churn: the following arguments are required: -n/--namespace"),
     ],

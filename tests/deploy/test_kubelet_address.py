@@ -14,7 +14,7 @@ from kubernetes.client import (
 )
 
 from scheduler.deploy.cmdline import DeployError
-from scheduler.deploy.deploy import kubelet_address
+from scheduler.deploy.prometheus import kubelet_address
 from scheduler.deploy.values import KUBELET_ADDRESS
 
 

@@ -26,9 +26,9 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.cluster.binder import Binder
 from scheduler.cluster.client import api_request
 from scheduler.cluster.events import EventRecorder
-from scheduler.cluster.informers import RESOURCES
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
 from scheduler.cluster.preemption import PreemptionExecutor
+from scheduler.cluster.store import RESOURCES
 from scheduler.config.options import AuthenticationOptions, AuthorizationOptions
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption

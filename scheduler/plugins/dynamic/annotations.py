@@ -42,7 +42,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from scheduler.plugins.dynamic.source import Sample
+from scheduler.plugins.dynamic.samples import Sample
 
 logger = logging.getLogger(__name__)
 

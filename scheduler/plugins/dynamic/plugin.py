@@ -69,6 +69,7 @@ from scheduler.plugins.dynamic.hotvalue import HotValueTracker
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 from scheduler.plugins.dynamic.requeue import LoadRequeuer
 from scheduler.plugins.dynamic.source import PrometheusSource
+from scheduler.settings import PrometheusSettings
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ def build_source(
     *,
     registry: CollectorRegistry = REGISTRY,
     clock: Callable[[], float] = time.time,
+    settings: PrometheusSettings | None = None,
 ) -> PrometheusSource:
     """The source that fetches the policy's metrics as ``args`` say (not started)."""
     return PrometheusSource(
@@ -101,6 +103,7 @@ def build_source(
         registry=registry,
         clock=clock,
         scale=args.metric_scale,
+        settings=settings,
     )
 
 
@@ -180,7 +183,13 @@ class Dynamic:
         self.source: PrometheusSource | None = None
         self.annotations: AnnotationSource | None = None
         if args.prome_addr or source is not None:
-            self.source = source or build_source(self.policy, args, registry=registry, clock=clock)
+            self.source = source or build_source(
+                self.policy,
+                args,
+                registry=registry,
+                clock=clock,
+                settings=getattr(handle, "prometheus", None),
+            )
         if not args.prome_addr or args.annotation_fallback:
             try:
                 zone = annotation_zone(args)

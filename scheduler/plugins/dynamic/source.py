@@ -36,71 +36,21 @@ import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from scheduler.logs import V, kv
+from scheduler.plugins.dynamic.samples import MetricView, Sample, split_host_port
+from scheduler.settings import PrometheusSettings
 
 logger = logging.getLogger(__name__)
 
-RETRY_BASE = 10.0
-"""Seconds before the first retry of a failed query (doubling, capped by RETRY_MAX and the period)."""
-RETRY_MAX = 360.0
-MAX_BODY = 64 << 20
-"""Bytes read at most from one response (5000 nodes' series take about 1 MiB)."""
 FRACTION, PERCENT, AUTO = "fraction", "percent", "auto"
 SCALES = (FRACTION, PERCENT, AUTO)
 AUTO_PERCENT_ABOVE = 2.0
 """``auto``: a metric with a series above this is on the percent scale."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    value: float
-    """A fraction 0..1."""
-    sample_time: float
-    """The timestamp Prometheus gave the value (epoch seconds): for an instant query, its
-    evaluation time; Prometheus itself drops series not updated within its lookback (5m)."""
-    fetched_at: float
-    """When this process received it (epoch seconds)."""
-
-
-def split_host_port(key: str) -> str | None:
-    """The host of ``"10.0.0.1:9100"`` / ``"[fd00::1]:9100"`` / ``"node-a:9100"``; None without a port."""
-    if key.startswith("["):
-        host, sep, port = key[1:].partition("]:")
-    else:
-        host, sep, port = key.rpartition(":")
-        if ":" in host:  # a bare IPv6 address, no port
-            return None
-    return host if sep and host and port.isdigit() else None
-
-
-@dataclass(frozen=True, slots=True)
-class MetricView:
-    """One metric's latest successful query. Never mutated: a refresh builds a new one."""
-
-    metric: str
-    by_key: Mapping[str, Sample] = field(default_factory=dict)
-    """node_label value -> sample (the highest value when several series share the value)."""
-    by_host: Mapping[str, Sample] = field(default_factory=dict)
-    """Host part of ``host:port`` label values -> sample (highest value)."""
-    sample_time: float = -math.inf
-    """The query's evaluation time; -inf before the first success."""
-    median: float | None = None
-    """Median of the values across all series, None when there are none."""
-
-    def lookup(self, node_name: str, internal_ip: str) -> Sample | None:
-        """The node's sample: label equal to the node name, its InternalIP, or ``IP:port``
-        (or ``name:port``), in that order of preference."""
-        s = self.by_key.get(node_name)
-        if s is None and internal_ip:
-            s = self.by_key.get(internal_ip) or self.by_host.get(internal_ip)
-        if s is None:
-            s = self.by_host.get(node_name)
-        return s
 
 
 class QueryError(Exception):
@@ -168,8 +118,9 @@ class PrometheusSource:
 
     ``periods`` maps each metric to fetch to its refresh period in seconds.
     ``clock`` gives epoch seconds (compared with Prometheus's sample timestamps).
-    A failed query is retried after ``retry_base`` seconds, doubling up to
-    ``RETRY_MAX``, never later than the period.
+    A failed query is retried after ``settings.retry_base`` seconds, doubling up to
+    ``settings.retry_max``, never later than the period
+    (:class:`scheduler.settings.PrometheusSettings`).
     """
 
     def __init__(
@@ -183,8 +134,8 @@ class PrometheusSource:
         query_timeout: float = 5.0,
         registry: CollectorRegistry = REGISTRY,
         clock: Callable[[], float] = time.time,
-        retry_base: float = RETRY_BASE,
         scale: str = AUTO,
+        settings: PrometheusSettings | None = None,
     ) -> None:
         if scale not in SCALES:
             raise ValueError(f"scale: expected one of {', '.join(SCALES)}, got {scale!r}")
@@ -198,7 +149,7 @@ class PrometheusSource:
         self._node_label = node_label
         self._timeout = query_timeout
         self._clock = clock
-        self._retry_base = retry_base
+        self._settings = settings or PrometheusSettings()
         self._views: dict[str, MetricView] = {m: MetricView(m) for m in self._periods}
         self._healthy: dict[str, bool | None] = {m: None for m in self._periods}
         self._invalid: dict[str, frozenset[str]] = {m: frozenset() for m in self._periods}
@@ -329,7 +280,13 @@ class PrometheusSource:
                 logger.exception("Refreshing a load metric failed unexpectedly", extra=kv(metric=metric))
                 ok = False
             failures = 0 if ok else failures + 1
-            delay = period if ok else min(period, RETRY_MAX, self._retry_base * 2 ** min(failures - 1, 10))
+            delay = (
+                period
+                if ok
+                else min(
+                    period, self._settings.retry_max, self._settings.retry_base * 2 ** min(failures - 1, 10)
+                )
+            )
             if self._stop.wait(delay):
                 return
 
@@ -343,7 +300,7 @@ class PrometheusSource:
         deadline = time.monotonic() + self._timeout
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                body = _read_until(response, deadline)
+                body = _read_until(response, deadline, self._settings.max_body)
         except urllib.error.HTTPError as e:
             try:
                 detail = _error_detail(e.read(4096))
@@ -483,10 +440,11 @@ class PrometheusSource:
         return age
 
 
-def _read_until(response: Any, deadline: float) -> bytes:
+def _read_until(response: Any, deadline: float, max_body: int) -> bytes:
     """The body, read by what has arrived (``read1``), not by full blocks: ``read(n)`` waits
     for n bytes, so a server dripping a byte a second would hold the query for as long as it
-    likes, each byte within the socket timeout. Past ``deadline``, TimeoutError."""
+    likes, each byte within the socket timeout. Past ``deadline``, TimeoutError; past
+    ``max_body`` bytes, QueryError."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -494,8 +452,8 @@ def _read_until(response: Any, deadline: float) -> bytes:
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
-        if size > MAX_BODY:
-            raise QueryError(f"response larger than {MAX_BODY} bytes")
+        if size > max_body:
+            raise QueryError(f"response larger than {max_body} bytes")
         if time.monotonic() > deadline:
             raise TimeoutError
         chunks.append(chunk)

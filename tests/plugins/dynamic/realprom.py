@@ -12,15 +12,15 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from scheduler.polling import poll
 
 PROMETHEUS_BIN_ENV = "PROMETHEUS_BIN"
 INSTALL_HINT = (
@@ -36,16 +36,6 @@ def find_prometheus() -> str | None:
     if os.access("/usr/bin/prometheus", os.X_OK):
         return "/usr/bin/prometheus"
     return shutil.which("prometheus")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
-    """Poll ``condition`` until it holds; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        tick.wait(interval)
 
 
 class Exporter:
@@ -145,13 +135,10 @@ class PrometheusServer:
         def ready() -> bool:
             if self._proc.poll() is not None:
                 raise AssertionError(f"prometheus exited with {self._proc.returncode}:\n{self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    return r.status == 200
-            except OSError:
-                return False
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
+                return r.status == 200
 
-        wait_until(ready, timeout, f"prometheus to be ready on {self.url}")
+        poll(ready, timeout, f"prometheus to be ready on {self.url}", retry_on=(OSError,))
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         with urllib.request.urlopen(

@@ -17,8 +17,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from scheduler.plugins.dynamic.source import PrometheusSource
+from scheduler.polling import poll
 
-from .realprom import INSTALL_HINT, Exporter, PrometheusServer, find_prometheus, wait_until
+from .realprom import INSTALL_HINT, Exporter, PrometheusServer, find_prometheus
 
 RULES_FILE = Path(__file__).parents[3] / "examples" / "crane-scheduler" / "prometheus-rules.yaml"
 METRICS = (
@@ -52,7 +53,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
     )
     try:
         server.wait_ready()
-        wait_until(
+        poll(
             lambda: all(len(server.query(m)) == 2 for m in METRICS),
             timeout=60,
             what="crane's six series for both nodes",

@@ -5,7 +5,6 @@ then the plugin's thread over a real source and a local Prometheus API."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -14,6 +13,7 @@ from scheduler.config.pluginargs import DynamicArgs
 from scheduler.plugins.dynamic.plugin import Dynamic, build_source
 from scheduler.plugins.dynamic.policy import load_policy
 from scheduler.plugins.dynamic.requeue import REFRESHED, STALE, LoadRequeuer
+from scheduler.polling import poll
 
 from ..builders import FakeHandle, node_info, pod_info
 from .clocks import ManualClock
@@ -68,13 +68,6 @@ class MovingHandle(FakeHandle):
         self.moved.append((event, plugins))
 
 
-def wait_for(what: str, cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_the_plugin_moves_its_rejects_on_a_refresh_and_when_they_go_stale(
     fake_prom: FakePrometheus, tmp_path: Path
 ) -> None:
@@ -91,11 +84,11 @@ def test_the_plugin_moves_its_rejects_on_a_refresh_and_when_they_go_stale(
     try:
         fake_prom.set("cpu", ({"instance": "node-a"}, "0.9"))
         assert source.refresh("cpu")
-        wait_for("the first refresh's move", lambda: handle.moved)
+        poll(lambda: handle.moved, 10, "the first refresh's move")
         assert handle.moved == [(REFRESHED, frozenset({"Dynamic"}))]
         assert plugin.filter({}, pod_info("p"), node_info("node-a")) is not None  # rejected
         # No refresh follows: within the 1 s period (grace 0) the value goes stale.
-        wait_for("the stale value's move", lambda: len(handle.moved) > 1)
+        poll(lambda: len(handle.moved) > 1, 10, "the stale value's move")
         assert handle.moved[1] == (STALE, frozenset({"Dynamic"}))
         assert plugin.filter({}, pod_info("p"), node_info("node-a")) is None  # passes: no data
     finally:

@@ -12,7 +12,10 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scheduler.plugins.dynamic.source import PrometheusSource, split_host_port
+from scheduler.plugins.dynamic.samples import split_host_port
+from scheduler.plugins.dynamic.source import PrometheusSource
+from scheduler.polling import poll
+from scheduler.settings import PrometheusSettings
 
 from .clocks import ManualClock
 from .promapi import FakePrometheus, Scripted, error_body, vector
@@ -343,12 +346,9 @@ def test_background_threads_refresh_each_period_and_stop_promptly(
 def test_a_failing_metric_is_retried_before_its_period(fake_prom: FakePrometheus, make_source) -> None:
     fake_prom.scripted["cpu"] = Scripted(500, b"not yet")
     fake_prom.set("cpu", ({"instance": "node-a"}, "0.3"))
-    source = make_source(periods={"cpu": 3600.0}, retry_base=0.02)
+    source = make_source(periods={"cpu": 3600.0}, settings=PrometheusSettings(retry_base=0.02))
     source.start()
-    deadline = time.monotonic() + 10
-    while sum(1 for q in fake_prom.queries if q.get("query") == ["cpu"]) < 2:
-        assert time.monotonic() < deadline, "no retry"
-        source.wait_refreshed(0, timeout=0.05)  # returns False while failing; bounded wait
+    poll(lambda: sum(1 for q in fake_prom.queries if q.get("query") == ["cpu"]) >= 2, 10, "a retry")
     del fake_prom.scripted["cpu"]
     assert source.wait_refreshed(0, timeout=10)
     assert source.view("cpu").lookup("node-a", "").value == 0.3  # type: ignore[union-attr]
@@ -358,10 +358,7 @@ def test_stop_does_not_wait_for_a_slow_query(fake_prom: FakePrometheus, make_sou
     fake_prom.scripted["cpu"] = Scripted(200, b"", delay=30)
     source = make_source(query_timeout=20.0)
     source.start()
-    deadline = time.monotonic() + 10
-    while not fake_prom.queries:  # the query is in flight
-        assert time.monotonic() < deadline
-        source.wait_refreshed(0, timeout=0.01)
+    poll(lambda: fake_prom.queries, 10, "the query in flight", 0.01)
     started = time.monotonic()
     source.stop(timeout=0.2)
     assert time.monotonic() - started < 1.0
@@ -395,3 +392,16 @@ def test_a_sample_time_ahead_of_our_clock_counts_as_now(fake_prom: FakePrometheu
     assert source.refresh("cpu")
     (sample,) = source.view("cpu").by_key.values()
     assert now - 5 <= sample.sample_time <= time.time()
+
+
+def test_an_answer_over_the_body_limit_is_a_failed_query(
+    fake_prom: FakePrometheus, make_source, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_prom.set("cpu", *(({"instance": f"node-{i:03}"}, "0.4") for i in range(50)))
+    assert make_source().refresh("cpu")  # the default limit takes it
+    caplog.set_level(logging.INFO, logger=SOURCE_LOGGER)
+    source = make_source(settings=PrometheusSettings(max_body=1024))
+    assert not source.refresh("cpu")
+    assert source.view("cpu").lookup("node-001", "") is None
+    warnings = [r for r in caplog.records if r.name == SOURCE_LOGGER and r.levelno >= logging.WARNING]
+    assert "response larger than 1024 bytes" in warnings[0].__dict__["kv"]["reason"]

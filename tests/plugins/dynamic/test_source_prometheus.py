@@ -10,8 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from scheduler.plugins.dynamic.source import PrometheusSource
+from scheduler.polling import poll
 
-from .realprom import INSTALL_HINT, Exporter, PrometheusServer, find_prometheus, wait_until
+from .realprom import INSTALL_HINT, Exporter, PrometheusServer, find_prometheus
 
 # crane's recording rule, made to produce a fraction (crane's produces a percentage)
 RULES = [{"record": "cpu_usage_avg_5m", "expr": "avg_over_time(cpu_usage_active[5m]) / 100"}]
@@ -50,7 +51,7 @@ def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> 
         server.wait_ready()
         # Prometheus scrapes new targets after about 5 s (service discovery's fixed update
         # interval); one scrape brings every series, and the rule's output follows it
-        wait_until(
+        poll(
             lambda: len(server.query("cpu_usage_avg_5m")) == 2,
             timeout=30,
             what="the first scrape and rule evaluation",
@@ -134,11 +135,11 @@ def test_background_refresh_follows_changes_and_disappearances(
     def sees(expected: dict[str, float]) -> bool:
         return values(source, "moving_cpu") == expected
 
-    wait_until(lambda: sees({"node-a": 0.1, "node-b": 0.2}), timeout=10, what="the first values")
+    poll(lambda: sees({"node-a": 0.1, "node-b": 0.2}), timeout=10, what="the first values")
     exporter.set('moving_cpu{instance="node-a"}', "0.8")
-    wait_until(lambda: sees({"node-a": 0.8, "node-b": 0.2}), timeout=10, what="the changed value")
+    poll(lambda: sees({"node-a": 0.8, "node-b": 0.2}), timeout=10, what="the changed value")
     exporter.remove('moving_cpu{instance="node-b"}')  # Prometheus marks it stale at the next scrape
-    wait_until(lambda: sees({"node-a": 0.8}), timeout=10, what="node-b to go missing")
+    poll(lambda: sees({"node-a": 0.8}), timeout=10, what="node-b to go missing")
 
     started = time.monotonic()
     source.stop()
