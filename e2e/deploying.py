@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from e2e.replacing import end_kube_scheduler_backoff
+from e2e.schedulers import end_kube_scheduler_backoff
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS_LOG = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts")) / "e2e-commands.log"

@@ -26,11 +26,14 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
-from e2e.kube import poll
+from e2e.fit import allocatable
+from e2e.lease import annotated_ours, holder, read_lease
 from e2e.measure import record
 from e2e.podchecks import check_pods, restarts
-from e2e.replacing import annotated_ours, holder, read_lease
+from e2e.pods import is_bound, list_pods_raw, pod_body
+from e2e.schedulers import wait_ours_scheduling
+from e2e.watching import PodWatch
+from scheduler.polling import poll
 
 SUITE = "faults"
 EVERY = float(os.environ.get("DS_E2E_FAULT_EVERY", "1"))
@@ -58,7 +61,7 @@ class Creator:
         end = time.monotonic() + DURATION
         while time.monotonic() < end and not self.stop.is_set():
             name = f"load-{i:04d}"
-            body = b.pod_body(name, self.image, cpu="5m", memory="8Mi", labels={"app": "fault-load"})
+            body = pod_body(name, self.image, cpu="5m", memory="8Mi", labels={"app": "fault-load"})
             try:
                 self.core.create_namespaced_pod(self.ns, body, _request_timeout=10)
                 self.created.append(name)
@@ -102,11 +105,11 @@ def run_fault(
     """The load, the fault FAULT_AT seconds in, the checks; returns the figures.
 
     ``may_restart=False``: a fault kube-scheduler rides out without exiting, so ours must too."""
-    b.wait_ours_scheduling(core, ns, image)
+    wait_ours_scheduling(core, ns, image)
     restarts_before = restarts(core)
     holder_before = holder(read_lease(api))
     fault: dict[str, Any] = {}
-    with b.PodWatch(core, ns, alloc=b.allocatable(core)) as watch:
+    with PodWatch(core, ns, alloc=allocatable(core)) as watch:
         t0 = time.time()
         with Creator(core, ns, image) as creator:
             creator.stop.wait(FAULT_AT)  # the scenario's timer
@@ -118,8 +121,8 @@ def run_fault(
         def settled() -> bool | None:
             # every pod created is bound, as listed and as the watch saw it (after a restart of
             # kube-apiserver the watch may take its read timeout, 40 s, to resume)
-            pods = b.list_pods_raw(core, ns, label_selector=SELECTOR)
-            listed = {p["metadata"]["name"] for p in pods if b.is_bound(p)}
+            pods = list_pods_raw(core, ns, label_selector=SELECTOR)
+            listed = {p["metadata"]["name"] for p in pods if is_bound(p)}
             seen = {r.name for r in watch.records() if r.bound_seen is not None}
             missing["not bound"] = sorted(created - listed)
             missing["not seen bound by the watch"] = sorted(created - seen)
@@ -128,11 +131,20 @@ def run_fault(
 
         missing: dict[str, list[str]] = {}
         try:
-            poll(f"every pod of {ns} bound after the fault", settled, timeout=MAX_UNBOUND, interval=1)
+            poll(
+                settled,
+                MAX_UNBOUND,
+                f"every pod of {ns} bound after the fault",
+                interval=1,
+                retry_on=(ApiException,),
+            )
         except AssertionError as e:
             raise AssertionError(f"{e}: {missing}") from None
         lease = poll(
-            "a holder of the Lease", lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)), 60
+            lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)),
+            60,
+            "a holder of the Lease",
+            interval=0.5,
         )
     watch_errors = len(watch.errors)  # a fault breaks the test's own watch too; it resumes from where it was
     watch.errors.clear()

@@ -1,56 +1,28 @@
-"""Waiting on a real cluster: watches and bounded polls, never bare sleeps.
+"""The API server as every suite uses it: one pod watched until a condition holds, a pod run to
+completion, a Deployment scaled, the API's timestamps read.
 
-Everything takes an explicit ``timeout`` and fails with what it was waiting
-for and what it last saw, so a failing e2e run says why.
+Waits take an explicit ``timeout`` and fail with what they were waiting for
+and what they last saw, so a failing e2e run says why. Waits that poll use
+``scheduler.polling.poll``; the ones here watch.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
 from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-T = TypeVar("T")
+from scheduler.polling import PollTimeoutError
 
 
-class WaitTimeoutError(AssertionError):
-    pass
-
-
-def poll(what: str, fn: Callable[[], T | None], timeout: float, interval: float = 0.5) -> T:
-    """Call ``fn`` until it returns something truthy (or ``timeout``); return that."""
-    last: Any = None
-
-    class NotYetError(Exception):
-        pass
-
-    def attempt() -> T:
-        nonlocal last
-        last = fn()
-        if not last:
-            raise NotYetError
-        return last
-
-    try:
-        for a in Retrying(
-            stop=stop_after_delay(timeout),
-            wait=wait_fixed(interval),
-            retry=retry_if_exception_type((NotYetError, ApiException)),
-            reraise=True,
-        ):
-            with a:
-                return attempt()
-    except (NotYetError, ApiException) as e:
-        raise WaitTimeoutError(
-            f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}; {e!r})"
-        ) from None
-    raise AssertionError("unreachable")
+def wall(stamp: str | None) -> float | None:
+    """An API time (RFC 3339, with or without fractions) as epoch seconds."""
+    if not stamp:
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def wait_pod(
@@ -67,10 +39,7 @@ def wait_pod(
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise WaitTimeoutError(
-                f"timed out after {timeout:.0f}s waiting for pod {ns}/{name} to be {what}; "
-                f"last status: {(last or {}).get('status')}"
-            )
+            raise PollTimeoutError(f"pod {ns}/{name} to be {what}", timeout, (last or {}).get("status"))
         w = watch.Watch()
         for ev in w.stream(
             core.list_namespaced_pod,
@@ -143,19 +112,6 @@ def run_pod(
     return log
 
 
-DOCKER = os.environ.get("DOCKER", "docker")
-
-
-def docker_exec(
-    node: str, *cmd: str, check: bool = True, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """``docker exec <node> cmd...`` (a kind node is a container named like the node)."""
-    proc = subprocess.run(
-        [DOCKER, "exec", node, *cmd], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"docker exec {node} {' '.join(cmd)} exited {proc.returncode}: "
-            f"{proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    return proc
+def scale(apps: client.AppsV1Api, namespace: str, name: str, replicas: int) -> None:
+    """Set the Deployment's replicas (its scale subresource)."""
+    apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": replicas}})

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e.kube import poll
+from scheduler.polling import poll
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts"))
@@ -60,7 +60,7 @@ class LocalScheduler:
             except OSError:
                 return False
 
-        poll("the local scheduler's /readyz", ready, timeout)
+        poll(ready, timeout, "the local scheduler's /readyz", interval=0.5)
 
     def wait_exit(self, timeout: float) -> int:
         try:

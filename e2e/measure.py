@@ -2,7 +2,8 @@
 
 ``record("takeover", "lease_held_s", 1.2)`` logs the figure and appends it to
 ``_artifacts/e2e-metrics/<suite>.jsonl`` (one JSON object per line, with the
-time and the test), so several runs can be compared.
+time and the test), so several runs can be compared; :func:`summary` gives a
+list of latencies as its count, median, 99th percentile and maximum.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -34,3 +36,21 @@ def record(suite: str, name: str, value: Any, **context: Any) -> Any:
         f.write(json.dumps(entry) + "\n")
     logger.warning("measured %s %s = %s %s", suite, name, entry["value"], context or "")
     return value
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank percentile (p in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * p // 100))  # ceil(n * p / 100), at least 1
+    return ordered[int(rank) - 1]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": round(statistics.median(values), 3),
+        "p99": round(percentile(values, 99), 3),
+        "max": round(max(values), 3),
+    }

@@ -1,7 +1,7 @@
 """What every pod of a namespace went through under load: bound once, where it fit, in time.
 
 Shared by the suites that create pods while something goes wrong (e2e/test_churn.py,
-e2e/test_faults.py): :func:`check_pods` holds a :class:`e2e.binding.PodWatch`'s records
+e2e/test_faults.py): :func:`check_pods` holds a :class:`e2e.watching.PodWatch`'s records
 against the rules, :func:`restarts` counts our replicas' container restarts.
 """
 
@@ -12,20 +12,23 @@ from typing import Any
 
 from kubernetes import client
 
-from e2e import binding as b
+from e2e.events import events
+from e2e.measure import summary
+from e2e.schedulers import OUR_NS, OUR_SELECTOR
+from e2e.watching import PodWatch
 
 
 def restarts(core: client.CoreV1Api) -> dict[str, int]:
     return {
         p.metadata.name: sum(cs.restart_count for cs in p.status.container_statuses or ())
-        for p in core.list_namespaced_pod(b.OUR_NS, label_selector=b.OUR_SELECTOR).items
+        for p in core.list_namespaced_pod(OUR_NS, label_selector=OUR_SELECTOR).items
     }
 
 
 def check_pods(
     core: client.CoreV1Api,
     ns: str,
-    watch: b.PodWatch,
+    watch: PodWatch,
     t0: float,
     deleted: list[int],
     *,
@@ -58,7 +61,7 @@ def check_pods(
         problems.append(f"pods bound over {max_unbound:g}s after they were created: {slow}")
     # At most one Scheduled event per pod: a second would be a second binding decision.
     per_pod: dict[str, int] = {}
-    for ev in b.events(core, ns, reason="Scheduled"):
+    for ev in events(core, ns, reason="Scheduled"):
         uid = ev["involvedObject"].get("uid") or ev["involvedObject"]["name"]
         count = max(ev.get("count") or 1, (ev.get("series") or {}).get("count") or 1)
         per_pod[uid] = per_pod.get(uid, 0) + count
@@ -67,7 +70,7 @@ def check_pods(
         problems.append(f"pods with more than one Scheduled event: {twice}")
     api_lat = [x for x in (r.api_latency() for r in recs) if x is not None]
     watch_lat = [x for x in (r.watch_latency() for r in recs) if x is not None]
-    api_summary, watch_summary = b.summary(api_lat), b.summary(watch_lat)
+    api_summary, watch_summary = summary(api_lat), summary(watch_lat)
     if p99_bound is not None:
         if api_summary.get("p99", 0) > p99_bound:
             problems.append(f"creation -> PodScheduled {api_summary}: p99 over {p99_bound:g}s")

@@ -47,12 +47,19 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
 from e2e.deploying import cli
-from e2e.kube import poll
+from e2e.events import events
+from e2e.fit import allocatable, free_cpu
 from e2e.measure import record
+from e2e.metrics import histogram, histogram_quantiles, scheduler_metrics
+from e2e.nodes import Nodes, cluster_nodes
 from e2e.podchecks import check_pods, restarts
+from e2e.pods import is_bound, list_pods_raw, pod_body
+from e2e.schedulers import OUR_NS, our_pod_names, wait_ours_scheduling
+from e2e.watching import PodWatch
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(600)]
 
@@ -90,7 +97,7 @@ def holder_pod(api: client.ApiClient) -> str:
 
 
 def churn_deployment(image: str, cpu_m: int) -> dict[str, Any]:
-    pod = b.pod_body("churn", image, cpu=f"{cpu_m}m", memory="16Mi", labels={"app": "churn"})
+    pod = pod_body("churn", image, cpu=f"{cpu_m}m", memory="16Mi", labels={"app": "churn"})
     pod["spec"]["hostNetwork"] = True
     return {
         "apiVersion": "apps/v1",
@@ -107,22 +114,24 @@ def churn_deployment(image: str, cpu_m: int) -> dict[str, Any]:
 def live(core: client.CoreV1Api, ns: str) -> list[dict[str, Any]]:
     return [
         p
-        for p in b.list_pods_raw(core, ns, label_selector=SELECTOR)
+        for p in list_pods_raw(core, ns, label_selector=SELECTOR)
         if not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("phase") != "Failed"
     ]
 
 
 def all_bound(core: client.CoreV1Api, ns: str) -> Any:
     pods = live(core, ns)
-    return (len(pods) == REPLICAS and all(b.is_bound(p) for p in pods)) or None
+    return (len(pods) == REPLICAS and all(is_bound(p) for p in pods)) or None
 
 
-def start(core: client.CoreV1Api, ns: str, image: str, nodes: b.Nodes) -> int:
+def start(core: client.CoreV1Api, ns: str, image: str, nodes: Nodes) -> int:
     """The Deployment, all replicas bound; the milli-CPU each requests."""
-    free = b.free_cpu(core)
+    free = free_cpu(core)
     cpu_m = max(5, int(WORKERS_SHARE * sum(free[w] for w in nodes.workers) / REPLICAS))
     client.AppsV1Api(core.api_client).create_namespaced_deployment(ns, churn_deployment(image, cpu_m))
-    poll(f"{REPLICAS} churn pods bound", lambda: all_bound(core, ns), timeout=120, interval=1)
+    poll(
+        lambda: all_bound(core, ns), 120, f"{REPLICAS} churn pods bound", interval=1, retry_on=(ApiException,)
+    )
     return cpu_m
 
 
@@ -152,12 +161,13 @@ def run_churn(ns: str) -> tuple[float, float, list[int]]:
 def after_churn(core: client.CoreV1Api, ns: str, t_end: float) -> dict[str, Any]:
     """Every replica bound again (asserted); how many unbound when the churn stopped, how long
     until all were bound, and how many ran then."""
-    unbound = len([p for p in live(core, ns) if not b.is_bound(p)])
+    unbound = len([p for p in live(core, ns) if not is_bound(p)])
     poll(
-        "every churn pod bound after the churn",
         lambda: all_bound(core, ns),
-        timeout=MAX_UNBOUND,
+        MAX_UNBOUND,
+        "every churn pod bound after the churn",
         interval=0.5,
+        retry_on=(ApiException,),
     )
     running = len([p for p in live(core, ns) if (p.get("status") or {}).get("phase") == "Running"])
     return {
@@ -171,17 +181,17 @@ def after_churn(core: client.CoreV1Api, ns: str, t_end: float) -> dict[str, Any]
 def test_every_replacement_is_bound_within_seconds(
     api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str
 ) -> None:
-    b.wait_ours_scheduling(core, namespace, test_image)
-    nodes = b.cluster_nodes(core)
+    wait_ours_scheduling(core, namespace, test_image)
+    nodes = cluster_nodes(core)
     holder_before = lease_holder(api)
     leader = holder_before.rsplit("_", 1)[0]
     restarts_before = restarts(core)
-    sli_before = b.histogram(b.scheduler_metrics(api, leader), SLI)
-    with b.PodWatch(core, namespace, alloc=b.allocatable(core)) as watch:
+    sli_before = histogram(scheduler_metrics(api, leader), SLI)
+    with PodWatch(core, namespace, alloc=allocatable(core)) as watch:
         cpu_m = start(core, namespace, test_image, nodes)
         t0, t_end, deleted = run_churn(namespace)
         recovery = after_churn(core, namespace, t_end)
-    sli = b.histogram_quantiles(sli_before, b.histogram(b.scheduler_metrics(api, leader), SLI))
+    sli = histogram_quantiles(sli_before, histogram(scheduler_metrics(api, leader), SLI))
     figures, problems = check_pods(
         core, namespace, watch, t0, deleted, p99_bound=P99_BOUND, max_unbound=MAX_UNBOUND
     )
@@ -207,8 +217,8 @@ def test_every_replacement_is_bound_within_seconds(
 def test_binding_resumes_after_each_leader_failover(
     api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str
 ) -> None:
-    b.wait_ours_scheduling(core, namespace, test_image)
-    nodes = b.cluster_nodes(core)
+    wait_ours_scheduling(core, namespace, test_image)
+    nodes = cluster_nodes(core)
     kills: list[tuple[float, str]] = []
     stop = threading.Event()
     errors: list[str] = []
@@ -219,12 +229,12 @@ def test_binding_resumes_after_each_leader_failover(
         while not stop.wait(KILL_EVERY / 2 if not kills else KILL_EVERY):
             try:
                 pod = holder_pod(api)
-                core.delete_namespaced_pod(pod, b.OUR_NS)
+                core.delete_namespaced_pod(pod, OUR_NS)
                 kills.append((time.time(), pod))
             except Exception as e:  # noqa: BLE001 - reported by the test
                 errors.append(repr(e)[:200])
 
-    with b.PodWatch(core, namespace, alloc=b.allocatable(core)) as watch:
+    with PodWatch(core, namespace, alloc=allocatable(core)) as watch:
         cpu_m = start(core, namespace, test_image, nodes)
         thread = threading.Thread(target=killer, daemon=True)
         thread.start()
@@ -238,7 +248,7 @@ def test_binding_resumes_after_each_leader_failover(
     assert len(kills) >= 2, f"expected the leader deleted at least twice in {DURATION:g}s: {kills}"
     by_name = {
         ev["involvedObject"]["name"]: ev.get("reportingInstance") or ""
-        for ev in b.events(core, namespace, reason="Scheduled")
+        for ev in events(core, namespace, reason="Scheduled")
     }
     recs = watch.records()
     failovers = []
@@ -276,7 +286,9 @@ def test_binding_resumes_after_each_leader_failover(
     )
     assert not problems, "\n".join(problems)
     poll(
+        lambda: (lambda h: h if h in our_pod_names(core) else None)(holder_pod(api)),
+        90,
         "the Lease held by one of ours after the churn",
-        lambda: (lambda h: h if h in b.our_pod_names(core) else None)(holder_pod(api)),
-        timeout=90,
+        interval=0.5,
+        retry_on=(ApiException,),
     )

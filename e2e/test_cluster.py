@@ -12,8 +12,10 @@ import json
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.kube import poll, run_pod
+from e2e.kube import run_pod
+from scheduler.polling import poll
 
 pytestmark = pytest.mark.cluster
 
@@ -29,19 +31,27 @@ def test_three_nodes_ready(core: client.CoreV1Api) -> None:
         for n in nodes
     )
     assert roles == ["control-plane", "worker", "worker"]
-    poll("all nodes Ready", lambda: all(_ready(n) for n in core.list_node().items), timeout=120)
+    poll(
+        lambda: all(_ready(n) for n in core.list_node().items),
+        120,
+        "all nodes Ready",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
 
 
 @pytest.mark.parametrize("selector", ["k8s-app=kube-proxy", "k8s-app=kube-dns"])
 def test_system_pods_running(core: client.CoreV1Api, selector: str) -> None:
     pods = poll(
-        f"{selector} pods Running",
         lambda: [
             p
             for p in core.list_namespaced_pod("kube-system", label_selector=selector).items
             if p.status.phase == "Running"
         ],
-        timeout=120,
+        120,
+        f"{selector} pods Running",
+        interval=0.5,
+        retry_on=(ApiException,),
     )
     assert pods
 

@@ -22,8 +22,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from e2e import binding as b
+from e2e.events import bound_by
 from e2e.localscheduler import LocalScheduler, local_scheduler
+from e2e.nodes import cluster_nodes
+from e2e.pods import pod_body, wait_bound
 
 pytestmark = pytest.mark.cluster
 
@@ -81,33 +83,27 @@ def annotate(core: client.CoreV1Api) -> Iterator[Any]:
         core.patch_node(node, {"metadata": {"annotations": dict.fromkeys((*METRICS, "node_hot_value"))}})
 
 
-def crane_pod(name: str, image: str) -> dict[str, Any]:
-    pod = b.pod_body(name, image)
-    pod["spec"]["schedulerName"] = NAME
-    return pod
-
-
 def test_pods_stay_off_the_node_crane_says_is_loaded(
     sched: LocalScheduler, core: client.CoreV1Api, namespace: str, test_image: str, annotate: Any
 ) -> None:
-    hot, cool = b.cluster_nodes(core).workers
+    hot, cool = cluster_nodes(core).workers
     annotate(hot, 0.9)  # above the policy's 0.65 and 0.75
     annotate(cool, 0.2)
     for i in range(4):
-        core.create_namespaced_pod(namespace, crane_pod(f"p{i}", test_image))
-    placed = {f"p{i}": b.wait_bound(core, namespace, f"p{i}", 60)["spec"]["nodeName"] for i in range(4)}
+        core.create_namespaced_pod(namespace, pod_body(f"p{i}", test_image, scheduler_name=NAME))
+    placed = {f"p{i}": wait_bound(core, namespace, f"p{i}", 60)["spec"]["nodeName"] for i in range(4)}
     assert set(placed.values()) == {cool}, placed
-    controller, instance, _ = b.scheduled_by(core, namespace, "p0")
+    controller, instance, _ = bound_by(core, namespace, "p0", 60)
     assert controller == NAME, (controller, instance)
 
 
 def test_a_node_crane_counts_as_hot_scores_lower(
     sched: LocalScheduler, core: client.CoreV1Api, namespace: str, test_image: str, annotate: Any
 ) -> None:
-    busy, hot = b.cluster_nodes(core).workers
+    busy, hot = cluster_nodes(core).workers
     # both under the limits: busy scores (1-0.4)·100 = 60 for load, hot 80 minus 10 per hot
     # value point: 20 with 6 points, 40 below busy (120 with Dynamic's weight 3)
     annotate(busy, 0.4)
     annotate(hot, 0.2, hot=6)
-    core.create_namespaced_pod(namespace, crane_pod("p", test_image))
-    assert b.wait_bound(core, namespace, "p", 60)["spec"]["nodeName"] == busy
+    core.create_namespaced_pod(namespace, pod_body("p", test_image, scheduler_name=NAME))
+    assert wait_bound(core, namespace, "p", 60)["spec"]["nodeName"] == busy

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.binding import control_plane
 from e2e.deploying import cli, kind_flags, values_args
-from e2e.kube import poll
-from e2e.replacing import OUR_NS, node_listing
-from scheduler.deploy.deploy import kubelet_address
+from e2e.nodes import control_plane, node_listing
+from e2e.schedulers import OUR_NS
+from scheduler.deploy.prometheus import kubelet_address
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -110,7 +111,13 @@ def our_namespace(kind_cluster, core: client.CoreV1Api) -> Iterator[str]:
                 return None
             raise
 
-    poll(f"namespace {OUR_NS} not terminating", lambda: phase() != "Terminating", 120)
+    poll(
+        lambda: phase() != "Terminating",
+        120,
+        f"namespace {OUR_NS} not terminating",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
     made = phase() is None
     if made:
         core.create_namespace(

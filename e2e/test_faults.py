@@ -37,9 +37,11 @@ import pytest
 from kubernetes import client
 
 from e2e.faults import lease_or_none, run_fault
-from e2e.kube import docker_exec, poll
-from e2e.replacing import LEASE, LEASE_NS, holder, holder_host, kube_scheduler_pods, our_pods, read_lease
+from e2e.lease import LEASE, LEASE_NS, holder, holder_host, read_lease
+from e2e.nodes import docker_exec
+from e2e.schedulers import kube_scheduler_pods, our_pods
 from e2e.webhook import kind_binding_webhook
+from scheduler.polling import poll
 from tests.webhook import BindingSeen, Refusal
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(900)]
@@ -91,7 +93,7 @@ def test_kube_apiserver_restarted(api, core, namespace, test_image, ours_is_the_
         assert ids, "no kube-apiserver container on the control plane"
         t = time.time()
         docker_exec(cp, "crictl", "stop", *ids)
-        poll("kube-apiserver back", lambda: lease_or_none(api), 120, interval=1)
+        poll(lambda: lease_or_none(api), 120, "kube-apiserver back", interval=1)
         return {"apiserver_down_s": round(time.time() - t, 1)}
 
     run_fault(api, core, namespace, test_image, "apiserver_restart", inject, may_restart=False)
@@ -105,9 +107,9 @@ def test_the_leaders_network_cut_while_another_takes_over(
         with leader_cut_off(api, core) as cut:
             t = time.time()
             lease = poll(
-                "another holder of the Lease",
                 lambda: (lambda x: x if holder(x) and holder(x) != before else None)(lease_or_none(api)),
                 90,
+                "another holder of the Lease",
                 interval=0.5,
             )
             cut |= {"new_holder_after_s": round(time.time() - t, 1), "new_holder": holder(lease)}
@@ -121,7 +123,10 @@ def test_the_lease_deleted_by_hand(api, core, namespace, test_image, ours_is_the
         client.CoordinationV1Api(api).delete_namespaced_lease(LEASE, LEASE_NS)
         t = time.time()
         lease = poll(
-            "the Lease made again", lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)), 60
+            lambda: (lambda x: x if holder(x) else None)(lease_or_none(api)),
+            60,
+            "the Lease made again",
+            interval=0.5,
         )
         return {"lease_again_after_s": round(time.time() - t, 1), "recreated_by": holder(lease)}
 
@@ -136,9 +141,9 @@ def test_the_lease_edited_by_hand(api, core, namespace, test_image, ours_is_the_
         )
         t = time.time()
         poll(
-            "a scheduler holding the Lease again",
             lambda: (lambda x: x if holder(x) not in ("", "someone-by-hand") else None)(lease_or_none(api)),
             90,
+            "a scheduler holding the Lease again",
             interval=0.5,
         )
         return {"held_again_after_s": round(time.time() - t, 1)}
@@ -165,13 +170,13 @@ def test_bindings_refused_by_a_webhook(api, core, namespace, test_image, ours_is
     def inject() -> dict[str, Any]:
         with kind_binding_webhook(api, namespace, ks.spec.node_name, decide) as hook:
             t = time.time()
-            poll(f"{REFUSED} bindings refused", lambda: len(refused) >= REFUSED, 60, interval=0.5)
+            poll(lambda: len(refused) >= REFUSED, 60, f"{REFUSED} bindings refused", interval=0.5)
             # The last refused pod's next attempt, while the webhook still sees it.
             last = list(refused)[-1]
             poll(
-                f"{last} bound after its refusal",
                 lambda: any(s.pod == last and s.refused is None for s in hook.seen),
                 60,
+                f"{last} bound after its refusal",
                 interval=0.5,
             )
             seen.extend(hook.seen)

@@ -37,12 +37,17 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
 from e2e.deploying import SHORT_PROMETHEUS_WINDOWS, deploy, restore
+from e2e.events import events
 from e2e.faults import run_fault
-from e2e.kube import is_ready, poll, wait_pod
-from e2e.replacing import holder, holder_host, pod_log, read_lease, wait_leading, wait_ours_hold
+from e2e.kube import is_ready, scale, wait_pod
+from e2e.lease import holder, holder_host, read_lease
+from e2e.metrics import scheduler_metrics
+from e2e.pods import is_bound, list_pods_raw, pod_body, pod_log, wait_pods_gone
+from e2e.schedulers import wait_leading, wait_ours_hold
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.disruptive, pytest.mark.timeout(900)]
 
@@ -101,7 +106,7 @@ def fakes(
         NS, {"metadata": {"name": "fake-prometheus"}, "data": {FAKE.name: FAKE.read_text()}}
     )
     for mode in ("garbage", "future"):
-        body = b.pod_body(
+        body = pod_body(
             f"fake-prometheus-{mode}",
             test_image,
             labels={FAKE_LABEL: mode},
@@ -148,10 +153,11 @@ def wait_up(api: client.ApiClient, up: float, timeout: float) -> float:
     """Until ours' dynamic_scheduler_prometheus_up is ``up``; the seconds it took."""
     t = time.monotonic()
     poll(
-        f"dynamic_scheduler_prometheus_up {up:g} in ours",
-        lambda: gauge(b.scheduler_metrics(api, leader(api)), "dynamic_scheduler_prometheus_up") == up,
+        lambda: gauge(scheduler_metrics(api, leader(api)), "dynamic_scheduler_prometheus_up") == up,
         timeout,
+        f"dynamic_scheduler_prometheus_up {up:g} in ours",
         interval=1,
+        retry_on=(ApiException,),
     )
     return round(time.monotonic() - t, 1)
 
@@ -165,53 +171,54 @@ def tracebacks_since(api: client.ApiClient, core: client.CoreV1Api, since: float
     return [line for line in text.splitlines() if "Traceback" in line]
 
 
-def run_prometheus_fault(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    ns: str,
-    image: str,
-    name: str,
-    inject: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
-    """run_fault, ours fresh on real data before, back on real data after, no traceback."""
-    _, pod = wait_ours_hold(api, core, 60)
-    wait_leading(core, pod, 120)
-    wait_up(api, 1, 120)
-    start = time.time()
+@pytest.fixture
+def prometheus_fault(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
+) -> Callable[[str, Callable[[], dict[str, Any]]], dict[str, Any]]:
+    """``run(name, inject)``: run_fault in the test's namespace, ours fresh on real data before,
+    back on real data after, no traceback; the figures."""
 
-    def fault() -> dict[str, Any]:
-        figures = inject()
-        figures["up_again_after_s"] = wait_up(api, 1, 45)  # a query period, a timeout, a retry
+    def run(name: str, inject: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        _, pod = wait_ours_hold(api, core, 60)
+        wait_leading(core, pod, 120)
+        wait_up(api, 1, 120)
+        start = time.time()
+
+        def fault() -> dict[str, Any]:
+            figures = inject()
+            figures["up_again_after_s"] = wait_up(api, 1, 45)  # a query period, a timeout, a retry
+            return figures
+
+        figures = run_fault(api, core, namespace, test_image, name, fault, may_restart=False)
+        assert not tracebacks_since(api, core, start), f"ours logged tracebacks: {figures}"
         return figures
 
-    figures = run_fault(api, core, ns, image, name, fault, may_restart=False)
-    assert not tracebacks_since(api, core, start), f"ours logged tracebacks: {figures}"
-    return figures
+    return run
 
 
 # --- the faults ----------------------------------------------------------------------------------
 
 
-def test_prometheus_stopped(api, core, namespace, test_image, ours_with_prometheus) -> None:
+def test_prometheus_stopped(api, core, ours_with_prometheus, prometheus_fault) -> None:
     apps = client.AppsV1Api(api)
 
     def inject() -> dict[str, Any]:
         t = time.monotonic()
-        b.scale(apps, NS, "prometheus", 0)
-        b.wait_pods_gone(core, NS, "app.kubernetes.io/name=prometheus", 120)
+        scale(apps, NS, "prometheus", 0)
+        wait_pods_gone(core, NS, "app.kubernetes.io/name=prometheus", 120)
         noticed = wait_up(api, 0, 60)
         # Past PERIOD + GRACE without an answer: every node's value is stale, pods pass on.
         age = poll(
-            f"{METRIC} older than {PERIOD + GRACE}s in ours",
             lambda: (lambda a: a if a and a > PERIOD + GRACE else None)(
-                gauge(b.scheduler_metrics(api, leader(api)), "dynamic_scheduler_metric_age_seconds")
+                gauge(scheduler_metrics(api, leader(api)), "dynamic_scheduler_metric_age_seconds")
             ),
             60,
+            f"{METRIC} older than {PERIOD + GRACE}s in ours",
             interval=1,
+            retry_on=(ApiException,),
         )
-        b.scale(apps, NS, "prometheus", 1)
+        scale(apps, NS, "prometheus", 1)
         poll(
-            "Prometheus ready again",
             lambda: any(
                 is_ready(p.to_dict())
                 for p in core.list_namespaced_pod(
@@ -219,7 +226,9 @@ def test_prometheus_stopped(api, core, namespace, test_image, ours_with_promethe
                 ).items
             ),
             180,
+            "Prometheus ready again",
             interval=1,
+            retry_on=(ApiException,),
         )
         return {
             "noticed_after_s": noticed,
@@ -227,10 +236,10 @@ def test_prometheus_stopped(api, core, namespace, test_image, ours_with_promethe
             "down_s": round(time.monotonic() - t, 1),
         }
 
-    run_prometheus_fault(api, core, namespace, test_image, "prometheus_stopped", inject)
+    prometheus_fault("prometheus_stopped", inject)
 
 
-def test_prometheus_answering_garbage(api, core, namespace, test_image, fakes) -> None:
+def test_prometheus_answering_garbage(api, core, fakes, prometheus_fault) -> None:
     kinds = {
         "html",
         "truncated",
@@ -250,19 +259,20 @@ def test_prometheus_answering_garbage(api, core, namespace, test_image, fakes) -
         try:
             noticed = wait_up(api, 0, 60)
             poll(
-                "every bad answer served to ours",
                 lambda: kinds <= set(fake_served(core, "garbage")[before:]),
                 180,
+                "every bad answer served to ours",
                 interval=2,
+                retry_on=(ApiException,),
             )
         finally:
             fakes("real")
         return {"noticed_after_s": noticed, "garbage_s": round(time.monotonic() - t, 1)}
 
-    run_prometheus_fault(api, core, namespace, test_image, "prometheus_garbage", inject)
+    prometheus_fault("prometheus_garbage", inject)
 
 
-def test_prometheus_answering_from_the_future(api, core, namespace, test_image, fakes) -> None:
+def test_prometheus_answering_from_the_future(api, core, namespace, fakes, prometheus_fault) -> None:
     refused = f"{METRIC} above"
 
     def inject() -> dict[str, Any]:
@@ -271,32 +281,32 @@ def test_prometheus_answering_from_the_future(api, core, namespace, test_image, 
         try:
             # Ours takes the values (every node above LIMIT) and refuses the pods for them.
             poll(
-                f"a pod refused for {refused}",
                 lambda: any(
                     refused in (e.get("message") or "")
-                    for e in b.events(core, namespace, reason="FailedScheduling")
+                    for e in events(core, namespace, reason="FailedScheduling")
                 ),
                 60,
+                f"a pod refused for {refused}",
                 interval=1,
+                retry_on=(ApiException,),
             )
             hot_s = round(time.monotonic() - t, 1)
             fakes("none")  # Prometheus gone: the last answer, an hour ahead, is all ours has
             cut = time.monotonic()
-            pending = [p["metadata"]["name"] for p in b.list_pods_raw(core, namespace) if not b.is_bound(p)]
+            pending = [p["metadata"]["name"] for p in list_pods_raw(core, namespace) if not is_bound(p)]
             poll(
-                f"the pods refused for the future values bound before Prometheus returns ({len(pending)})",
                 lambda: all(
-                    b.is_bound(p)
-                    for p in b.list_pods_raw(core, namespace)
-                    if p["metadata"]["name"] in pending
+                    is_bound(p) for p in list_pods_raw(core, namespace) if p["metadata"]["name"] in pending
                 ),
                 PERIOD + GRACE + 60,
+                f"the pods refused for the future values bound before Prometheus returns ({len(pending)})",
                 interval=1,
+                retry_on=(ApiException,),
             )
             stale_s = round(time.monotonic() - cut, 1)
         finally:
             fakes("real")
         return {"refusing_after_s": hot_s, "pending_at_cut": len(pending), "bound_again_after_s": stale_s}
 
-    figures = run_prometheus_fault(api, core, namespace, test_image, "prometheus_future", inject)
+    figures = prometheus_fault("prometheus_future", inject)
     assert figures["pending_at_cut"] > 0, figures

@@ -34,31 +34,26 @@ from dataclasses import dataclass
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
-from e2e.binding import bound_by, control_plane
 from e2e.conftest import ARTIFACTS
 from e2e.deploying import Result, deploy, restore
-from e2e.kube import poll, wait_pod
+from e2e.events import Scheduled, assert_bound_by
+from e2e.kube import wait_pod
+from e2e.lease import LeaseWatch, acquired_at, annotated_ours, holder, holder_host, read_lease, watch_lease
 from e2e.measure import record
-from e2e.replacing import (
-    LeaseWatch,
-    acquired_at,
-    annotated_ours,
-    holder,
-    holder_host,
+from e2e.metrics import metrics_reader_token, scheduler_get
+from e2e.nodes import control_plane, sigkill
+from e2e.pods import pod_log, sleeper, wait_pods_gone
+from e2e.schedulers import (
     kube_scheduler_pods,
     our_pods,
-    pod_log,
-    read_lease,
-    scale,
-    sigkill,
-    sleeper,
+    scale_ours,
     started_leading_at,
     wait_leading,
     wait_ours_hold,
-    watch_lease,
 )
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
@@ -100,6 +95,13 @@ def leading_since(core: client.CoreV1Api, pod: str) -> float:
     return at
 
 
+def leading_now(api: client.ApiClient, core: client.CoreV1Api) -> tuple[str, str]:
+    """The replica of ours that holds the Lease, once it leads: (its pod name, its holder identity)."""
+    lease, leader = wait_ours_hold(api, core, 30)
+    wait_leading(core, leader, 30)
+    return leader, holder(lease)
+
+
 def wait_rolled_out(api: client.ApiClient, core: client.CoreV1Api, timeout: float = 120) -> None:
     apps = client.AppsV1Api(api)
 
@@ -112,7 +114,21 @@ def wait_rolled_out(api: client.ApiClient, core: client.CoreV1Api, timeout: floa
             "Attempting to acquire leader lease" in pod_log(core, OUR_NS, p.metadata.name) for p in pods
         )
 
-    poll("our Deployment rolled out, every replica in the election", done, timeout)
+    poll(
+        done,
+        timeout,
+        "our Deployment rolled out, every replica in the election",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
+
+
+def new_pod_bound_by(
+    core: client.CoreV1Api, namespace: str, image: str, name: str, hosts: set[str], timeout: float = 60
+) -> Scheduled:
+    """A pod created now (naming no scheduler) is bound by default-scheduler on one of ``hosts``."""
+    sleeper(core, namespace, name, image)
+    return assert_bound_by(core, namespace, name, hosts, timeout)
 
 
 def with_history(deployed: Deployed, since: float, fn, *args):
@@ -191,23 +207,21 @@ def test_deploy_returns_once_ours_schedules_and_a_pod_created_then_is_bound_by_o
     )
     assert m, deployed.result.stdout
     record(SUITE, "deploy_hold_to_scheduling_s", float(m.group(3)))
-    controller, instance, _ = bound_by(core, RIGHT_AFTER_NS, deployed.right_after, 60)
-    assert controller == "default-scheduler"
-    assert instance == f"default-scheduler-{m.group(1)}", f"bound by {instance}, not by ours ({m.group(1)})"
+    assert_bound_by(core, RIGHT_AFTER_NS, deployed.right_after, {m.group(1)}, 60)
 
 
 def test_the_secure_port_authenticates_and_authorizes_as_kube_schedulers(
     deployed: Deployed, api: client.ApiClient
 ) -> None:
     pod = deployed.leader
-    code, body = b.scheduler_get(api, pod, "/metrics")
+    code, body = scheduler_get(api, pod, "/metrics")
     assert code == 403, body
     assert json.loads(body)["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics"'
-    assert b.scheduler_get(api, pod, "/metrics", "not-a-token")[0] == 401
-    code, body = b.scheduler_get(api, pod, "/metrics", b.metrics_reader_token(api))
+    assert scheduler_get(api, pod, "/metrics", "not-a-token")[0] == 401
+    code, body = scheduler_get(api, pod, "/metrics", metrics_reader_token(api))
     assert code == 200 and "scheduler_pending_pods" in body
     for path in ("/healthz", "/readyz", "/livez"):  # the kubelet's probes: no credentials
-        assert b.scheduler_get(api, pod, path) == (200, "ok"), path
+        assert scheduler_get(api, pod, path) == (200, "ok"), path
 
 
 def test_a_pod_created_at_the_takeover_is_bound_within_20s(
@@ -217,10 +231,8 @@ def test_a_pod_created_at_the_takeover_is_bound_within_20s(
     fails (up to retryPeriod + renewDeadline later), may still bind it; else ours does once
     it leads. Either way it waits at most 20 s."""
     sleeper(core, namespace, "at-takeover", test_image)
-    controller, instance, at = bound_by(core, namespace, "at-takeover", 60)
-    assert controller == "default-scheduler"
     node = control_plane(core).metadata.name
-    assert instance in (f"default-scheduler-{deployed.leader}", f"default-scheduler-{node}")
+    _, instance, at = assert_bound_by(core, namespace, "at-takeover", {deployed.leader, node}, 60)
     bind_after_hold = at - acquired_at(deployed.lease)
     record(
         SUITE,
@@ -241,15 +253,14 @@ def test_once_kube_scheduler_gave_up_ours_binds_within_20s_of_holding(
     deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
 ) -> None:
     poll(
-        "kube-scheduler's exit", lambda: ks_exited(core, deployed.kube_scheduler_restarts), 60, interval=0.25
+        lambda: ks_exited(core, deployed.kube_scheduler_restarts),
+        60,
+        "kube-scheduler's exit",
+        interval=0.25,
+        retry_on=(ApiException,),
     )
     created = time.time()
-    sleeper(core, namespace, "no-scheduler-name", test_image)
-    controller, instance, at = bound_by(core, namespace, "no-scheduler-name", 60)
-    node = control_plane(core).metadata.name
-    assert controller == "default-scheduler"
-    assert instance == f"default-scheduler-{deployed.leader}", f"bound by {instance}, not by our leader"
-    assert instance != f"default-scheduler-{node}"  # kube-scheduler's
+    at = new_pod_bound_by(core, namespace, test_image, "no-scheduler-name", {deployed.leader}).at
     held = acquired_at(deployed.lease)
     lead_after_hold = leading_since(core, deployed.leader) - held
     record(SUITE, "takeover_lead_after_hold_s", lead_after_hold)
@@ -275,7 +286,7 @@ def test_kube_scheduler_exited_before_ours_led_and_stands_by(
         ok = cs.restart_count > deployed.kube_scheduler_restarts and cs.state.running and cs.ready
         return cs if ok and cs.last_state.terminated else None
 
-    cs = poll("kube-scheduler restarted and Ready", restarted, 90)
+    cs = poll(restarted, 90, "kube-scheduler restarted and Ready", interval=0.5, retry_on=(ApiException,))
     term = cs.last_state.terminated
     assert term.exit_code == 1, f"kube-scheduler ended with {term}"
     took = acquired_at(deployed.lease)
@@ -298,9 +309,7 @@ def test_kube_scheduler_exited_before_ours_led_and_stands_by(
 def test_sigkill_of_the_leader_another_of_ours_takes_over(
     deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
 ) -> None:
-    lease, leader = wait_ours_hold(api, core, 30)
-    wait_leading(core, leader, 30)
-    old = holder(lease)
+    leader, old = leading_now(api, core)
     pod = core.read_namespaced_pod(leader, OUR_NS)
     mark = len(deployed.watch.snapshot())
     killed = sigkill(pod)
@@ -323,21 +332,17 @@ def test_sigkill_of_the_leader_another_of_ours_takes_over(
         cs = core.read_namespaced_pod(leader, OUR_NS).status.container_statuses[0]
         return cs if cs.restart_count >= 1 and cs.last_state.terminated else None
 
-    cs = poll(f"{leader} restarted by the kubelet", restarted, 60)
+    cs = poll(restarted, 60, f"{leader} restarted by the kubelet", interval=0.5, retry_on=(ApiException,))
     assert cs.last_state.terminated.exit_code == 137, cs.last_state.terminated  # 128 + SIGKILL
 
-    sleeper(core, namespace, "after-sigkill", test_image)
-    controller, instance, _ = bound_by(core, namespace, "after-sigkill", 60)
-    assert (controller, instance) == ("default-scheduler", f"default-scheduler-{new_pod}")
+    new_pod_bound_by(core, namespace, test_image, "after-sigkill", {new_pod})
     assert failover <= SIGKILL_FAILOVER, f"another of ours led {failover:.1f}s after the SIGKILL"
 
 
 def test_sigterm_of_the_leader_releases_and_another_takes_over(
     deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
 ) -> None:
-    lease, leader = wait_ours_hold(api, core, 30)
-    wait_leading(core, leader, 30)
-    old = holder(lease)
+    leader, old = leading_now(api, core)
     mark = len(deployed.watch.snapshot())
     deleted = time.time()
     core.delete_namespaced_pod(leader, OUR_NS)  # the pod's grace period: SIGTERM, then the release
@@ -369,9 +374,7 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
     record(SUITE, "sigterm_release_to_hold_s", new.acquired - released.renewed)
     record(SUITE, "sigterm_failover_from_delete_s", new.acquired - deleted)
 
-    sleeper(core, namespace, "after-sigterm", test_image)
-    controller, instance, _ = bound_by(core, namespace, "after-sigterm", 60)
-    assert (controller, instance) == ("default-scheduler", f"default-scheduler-{new_pod}")
+    new_pod_bound_by(core, namespace, test_image, "after-sigterm", {new_pod})
     assert failover <= bound, f"another of ours led {failover:.1f}s after the release"
 
 
@@ -386,30 +389,20 @@ def test_scaled_to_zero_kube_scheduler_takes_the_lease_back(
     wait_rolled_out(api, core)
     mark = len(deployed.watch.snapshot())
     at = time.time()
-    scale(api, 0)
+    scale_ours(api, 0)
     back = deployed.watch.wait_for("kube-scheduler", lambda c: holder_host(c.holder) == node, 60, after=mark)
     assert not annotated_ours(back.lease)
     record(SUITE, "scale_to_zero_kube_scheduler_holds_s", back.acquired - at)
-    poll(
-        "our pods gone",
-        lambda: (
-            not core.list_namespaced_pod(
-                OUR_NS, label_selector="app.kubernetes.io/name=dynamic-scheduler"
-            ).items
-        ),
-        60,
-    )
+    wait_pods_gone(core, OUR_NS, "app.kubernetes.io/name=dynamic-scheduler", 60)
 
-    sleeper(core, namespace, "after-scale-down", test_image)
-    controller, instance, _ = with_history(deployed, at, bound_by, core, namespace, "after-scale-down", 120)
-    assert (controller, instance) == ("default-scheduler", f"default-scheduler-{node}")
+    with_history(deployed, at, new_pod_bound_by, core, namespace, test_image, "after-scale-down", {node}, 120)
 
 
 def test_restore_gives_the_lease_back_and_removes_ours(
     deployed: Deployed, api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str
 ) -> None:
     # Ours leading again first, so restore has the Lease to give back.
-    scale(api, 3)
+    scale_ours(api, 3)
     _, leader = wait_ours_hold(api, core, 120)
     wait_leading(core, leader, 60)
     node = control_plane(core).metadata.name
@@ -449,11 +442,9 @@ def test_restore_gives_the_lease_back_and_removes_ours(
         return not remaining
 
     try:
-        poll("our objects gone", all_gone, 120)
+        poll(all_gone, 120, "our objects gone", interval=0.5, retry_on=(ApiException,))
     except AssertionError as e:
         raise AssertionError(f"{e}; still there: {', '.join(remaining)}") from None
 
-    sleeper(core, namespace, "after-restore", test_image)
-    controller, instance, _ = with_history(deployed, 0, bound_by, core, namespace, "after-restore", 120)
-    assert (controller, instance) == ("default-scheduler", f"default-scheduler-{node}")
+    with_history(deployed, 0, new_pod_bound_by, core, namespace, test_image, "after-restore", {node}, 120)
     wait_pod(core, namespace, "after-restore", lambda p: p["status"].get("phase") == "Running", "Running", 60)

@@ -39,13 +39,18 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
 from e2e.deploying import SHORT_PROMETHEUS_WINDOWS, deploy, restore
-from e2e.kube import is_ready, poll, wait_pod
+from e2e.events import assert_bound_by, instance_pod, preemption_note, wait_event
+from e2e.kube import is_ready, wait_pod
 from e2e.measure import record
-from e2e.replacing import wait_leading, wait_ours_hold
-from scheduler.deploy.deploy import kubelet_address, query
+from e2e.metrics import scheduler_metrics
+from e2e.nodes import HOSTNAME_LABEL, cluster_nodes
+from e2e.pods import pod_body, wait_bound, wait_pods_gone
+from e2e.schedulers import our_pod_names, wait_leading, wait_ours_hold
+from scheduler.deploy.prometheus import kubelet_address, query
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -108,14 +113,14 @@ def wait_loads(
         return (loads, time.time()) if pred(loads) else None
 
     try:
-        return poll(what, check, timeout, interval=2)
+        return poll(check, timeout, what, interval=2, retry_on=(ApiException,))
     except AssertionError as e:
         raise AssertionError(f"{e}\nlast {METRIC} values: {seen}") from None
 
 
 def scheduler_refreshed_at(api: client.ApiClient, pod: str) -> float:
     """When (time.time()) our scheduler last read METRIC: now minus its metric age gauge."""
-    text = b.scheduler_metrics(api, pod)
+    text = scheduler_metrics(api, pod)
     now = time.time()
     m = re.search(rf'^dynamic_scheduler_metric_age_seconds\{{metric="{METRIC}"\}} (\S+)$', text, re.M)
     assert m, f"no dynamic_scheduler_metric_age_seconds for {METRIC} in {pod}'s /metrics"
@@ -125,10 +130,11 @@ def scheduler_refreshed_at(api: client.ApiClient, pod: str) -> float:
 def wait_scheduler_read_after(api: client.ApiClient, pod: str, after: float, timeout: float) -> float:
     """Until our scheduler's latest query of METRIC is newer than ``after``; when it was."""
     return poll(
-        f"{pod} querying {METRIC} again",
         lambda: (lambda t: t if t > after else None)(scheduler_refreshed_at(api, pod)),
         timeout,
+        f"{pod} querying {METRIC} again",
         interval=1,
+        retry_on=(ApiException,),
     )
 
 
@@ -166,7 +172,7 @@ def ours(prometheus: Path, api: client.ApiClient, core: client.CoreV1Api) -> Ite
         # bind), every pod is bound by it.
         _, leader = wait_ours_hold(api, core, 60)
         wait_leading(core, leader, 120)
-        names = b.our_pod_names(core)
+        names = our_pod_names(core)
         assert names == {leader}, f"expected one replica of ours, the leader {leader}: {sorted(names)}"
         return leader
 
@@ -185,7 +191,7 @@ def burner(core: client.CoreV1Api, namespace: str, test_image: str) -> Iterator[
         name = f"burner-{node}"
         burn = ["python3", "-c", "while True: pass"]
         core.create_namespaced_pod(
-            namespace, b.pod_body(name, test_image, node_name=node, command=burn, labels={"app": "burner"})
+            namespace, pod_body(name, test_image, node_name=node, command=burn, labels={"app": "burner"})
         )
         started.append(name)
         wait_pod(core, namespace, name, is_ready, "Ready (burning)", 120)
@@ -195,24 +201,16 @@ def burner(core: client.CoreV1Api, namespace: str, test_image: str) -> Iterator[
     for name in started:
         core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     if started:
-        b.wait_pods_gone(core, namespace, "app=burner", 120)
+        wait_pods_gone(core, namespace, "app=burner", 120)
 
 
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def assert_bound_by(core: client.CoreV1Api, ns: str, pod: str, leader: str) -> None:
-    controller, instance, _ = b.bound_by(core, ns, pod, 60)
-    assert controller == b.SCHEDULER_NAME, (controller, instance)
-    assert b.instance_pod(instance) == leader, (
-        f"pod {ns}/{pod} was bound by {instance!r}, not by our leader {leader}"
-    )
-
-
 def create_at_once(core: client.CoreV1Api, ns: str, image: str, prefix: str, n: int) -> list[str]:
     names = [f"{prefix}-{i}" for i in range(n)]
     for name in names:
-        core.create_namespaced_pod(ns, b.pod_body(name, image, labels={"app": prefix}))
+        core.create_namespaced_pod(ns, pod_body(name, image, labels={"app": prefix}))
     return names
 
 
@@ -252,7 +250,7 @@ def test_prometheus_scrapes_each_kubelet_directly(
         )
 
     try:
-        poll("every kubelet target up", targets, 60, interval=2)
+        poll(targets, 60, "every kubelet target up", interval=2, retry_on=(ApiException,))
     except AssertionError as e:
         raise AssertionError(
             f"{e}\nwanted {want}\ngot {[(t['scrapeUrl'], t['health'], t.get('lastError')) for t in seen]}"
@@ -269,7 +267,7 @@ def test_a_burst_of_pods_spreads_over_the_workers(
     test_image: str,
     ours: Callable[[float], str],
 ) -> None:
-    workers = b.cluster_nodes(core).workers
+    workers = cluster_nodes(core).workers
     leader = ours(BURST_THRESHOLD)
     loads, _ = wait_loads(
         api,
@@ -279,10 +277,10 @@ def test_a_burst_of_pods_spreads_over_the_workers(
     )
     start = time.monotonic()
     names = create_at_once(core, namespace, test_image, "burst", BURST)
-    placed = {name: b.wait_bound(core, namespace, name, 120)["spec"]["nodeName"] for name in names}
+    placed = {name: wait_bound(core, namespace, name, 120)["spec"]["nodeName"] for name in names}
     took = time.monotonic() - start
     for name in names:
-        assert_bound_by(core, namespace, name, leader)
+        assert_bound_by(core, namespace, name, {leader}, 60)
     counts = Counter(placed.values())
     per_node = {w: counts.get(w, 0) for w in workers}
     record(
@@ -307,7 +305,7 @@ def test_new_pods_avoid_a_worker_over_the_threshold(
     """The threshold is set between the two workers' readings with the burner running: on a
     machine shared with other clusters one busy thread gets anything from a tenth of a core to a
     whole one, so a fixed threshold could be above it; the gap between the workers is what counts."""
-    workers = b.cluster_nodes(core).workers
+    workers = cluster_nodes(core).workers
     calm, _ = wait_loads(api, f"{METRIC} of both workers", lambda ls: all(w in ls for w in workers), 300)
     # The busier worker at rest gets the burner, so that the other one stays the calm one.
     hot, cool = sorted(workers, key=lambda w: calm[w], reverse=True)
@@ -335,19 +333,19 @@ def test_new_pods_avoid_a_worker_over_the_threshold(
     record(SUITE, "over_threshold_to_scheduler_read_s", read - seen, threshold=threshold)
 
     names = create_at_once(core, namespace, test_image, "after-burn", 4)
-    placed = {name: b.wait_bound(core, namespace, name, 120)["spec"]["nodeName"] for name in names}
+    placed = {name: wait_bound(core, namespace, name, 120)["spec"]["nodeName"] for name in names}
     for name in names:
-        assert_bound_by(core, namespace, name, leader)
+        assert_bound_by(core, namespace, name, {leader}, 60)
     assert set(placed.values()) == {cool}, f"pods went to {placed}; {METRIC}: {loads}, threshold {threshold}"
 
     # A pod that may only go to the hot worker is refused there by the Dynamic filter.
-    pinned = b.pod_body("only-hot", test_image, node_selector={b.HOSTNAME_LABEL: hot})
+    pinned = pod_body("only-hot", test_image, node_selector={HOSTNAME_LABEL: hot})
     core.create_namespaced_pod(namespace, pinned)
-    ev = b.wait_event(core, namespace, "only-hot", "FailedScheduling", 60)
+    ev = wait_event(core, namespace, "only-hot", "FailedScheduling", 60)
     assert ev["message"] == (
         f"0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-        f"1 node(s) had {METRIC} above {threshold:g}, 1 {CONTROL_PLANE_TAINT}." + b.preemption_note(3)
+        f"1 node(s) had {METRIC} above {threshold:g}, 1 {CONTROL_PLANE_TAINT}." + preemption_note(3)
     ), ev["message"]
-    assert b.instance_pod(ev.get("reportingInstance") or "") == leader
+    assert instance_pod(ev.get("reportingInstance") or "") == leader
     after = {n: round(v, 3) for n, v in prom_query(api, METRIC).items()}
     record(SUITE, "pods_on_cool_worker", len(names), threshold=threshold, at_placement=loads, after=after)

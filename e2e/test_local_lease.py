@@ -17,12 +17,15 @@ from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.binding import control_plane, scheduled_event, wait_bound
-from e2e.kube import poll
+from e2e.events import bound_by
 from e2e.localscheduler import config, local_scheduler
 from e2e.measure import record
-from e2e.replacing import fresh_kube_scheduler
+from e2e.nodes import control_plane
+from e2e.pods import sleeper, wait_bound
+from e2e.schedulers import fresh_kube_scheduler
+from scheduler.polling import poll
 
 pytestmark = pytest.mark.cluster
 
@@ -60,30 +63,17 @@ def lease_back_to_kube_scheduler(
     if ours(holder(coord)) or holder(coord).startswith("intruder"):
         coord.delete_namespaced_lease(LEASE, LEASE_NS)
     poll(
-        "kube-scheduler holding its Lease again",
         lambda: holder(coord) and not ours(holder(coord)) and not holder(coord).startswith("intruder"),
         120,
+        "kube-scheduler holding its Lease again",
+        interval=0.5,
+        retry_on=(ApiException,),
     )
 
 
 def unscheduled_pod(core: client.CoreV1Api, ns: str, name: str, image: str) -> None:
-    core.create_namespaced_pod(
-        ns,
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                    }
-                ],
-            },
-        },
-    )
+    """A pod naming no scheduler, without requests."""
+    sleeper(core, ns, name, image, cpu=None, memory=None)
 
 
 def test_takeover_bind_release(
@@ -98,20 +88,28 @@ def test_takeover_bind_release(
     with local_scheduler("takeover", cfg, str(kind_cluster.kubeconfig_path), "--leader-elect-takeover") as s:
         start = time.monotonic()
         s.wait_ready()
-        took = poll("our process holding the Lease", lambda: ours(holder(coord)) and time.monotonic(), 30)
+        took = poll(
+            lambda: ours(holder(coord)) and time.monotonic(),
+            30,
+            "our process holding the Lease",
+            interval=0.5,
+            retry_on=(ApiException,),
+        )
         record("local-lease", "takeover_lease_held_after_start_s", took - start)
         # kube-scheduler lost its lease: it exits (code 1) and the kubelet restarts it as a standby.
         poll(
-            "kube-scheduler restarted after losing its lease",
             lambda: kube_scheduler_pod(core).status.container_statuses[0].restart_count > restarts,
             60,
+            "kube-scheduler restarted after losing its lease",
+            interval=0.5,
+            retry_on=(ApiException,),
         )
         created = time.monotonic()
         unscheduled_pod(core, namespace, "p", test_image)
         pod = wait_bound(core, namespace, "p", 60)
         record("local-lease", "takeover_pod_bound_after_creation_s", time.monotonic() - created)
-        ev = scheduled_event(core, namespace, "p")
-        assert ev["reportingInstance"] == f"default-scheduler-{socket.gethostname()}", ev
+        by = bound_by(core, namespace, "p", 60)
+        assert by.instance == f"default-scheduler-{socket.gethostname()}", by
         record(
             "local-lease",
             "takeover_first_bind_after_lease_s",
@@ -124,15 +122,16 @@ def test_takeover_bind_release(
         lease = coord.read_namespaced_lease(LEASE, LEASE_NS)
         assert not ours(lease.spec.holder_identity or ""), "SIGTERM released the lease"
     back = poll(
-        "kube-scheduler taking the released Lease",
         lambda: holder(coord) and not ours(holder(coord)) and time.monotonic(),
         30,
+        "kube-scheduler taking the released Lease",
+        interval=0.5,
+        retry_on=(ApiException,),
     )
     record("local-lease", "release_kube_scheduler_leads_after_exit_s", back - released)
     unscheduled_pod(core, namespace, "q", test_image)
-    wait_bound(core, namespace, "q", 60)
-    ev = scheduled_event(core, namespace, "q")
-    assert ev["reportingInstance"] != f"default-scheduler-{socket.gethostname()}"
+    by = bound_by(core, namespace, "q", 60)
+    assert by.instance != f"default-scheduler-{socket.gethostname()}", by
 
 
 def test_exits_1_when_the_lease_is_taken(kind_cluster, api, lease_back_to_kube_scheduler) -> None:
@@ -140,7 +139,13 @@ def test_exits_1_when_the_lease_is_taken(kind_cluster, api, lease_back_to_kube_s
     cfg = config("default-scheduler", LEASE, LEASE_NS)
     with local_scheduler("loss", cfg, str(kind_cluster.kubeconfig_path), "--leader-elect-takeover") as s:
         s.wait_ready()
-        poll("our process holding the Lease", lambda: ours(holder(coord)), 30)
+        poll(
+            lambda: ours(holder(coord)),
+            30,
+            "our process holding the Lease",
+            interval=0.5,
+            retry_on=(ApiException,),
+        )
         lease = coord.read_namespaced_lease(LEASE, LEASE_NS)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         lease.spec.holder_identity = "intruder_0"

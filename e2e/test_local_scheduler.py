@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.binding import wait_bound
-from e2e.kube import is_ready, phase_is, poll, wait_pod
+from e2e.events import bound_by, wait_event_v1
+from e2e.kube import is_ready, phase_is, wait_pod
 from e2e.localscheduler import LocalScheduler, config, local_scheduler
+from e2e.pods import pod_body, wait_bound
+from scheduler.polling import poll
 
 pytestmark = pytest.mark.cluster
 
@@ -31,67 +34,48 @@ def sched(kind_cluster) -> Iterator[LocalScheduler]:
         yield s
 
 
-def pod_body(name: str, image: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": NAME,
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                    **spec.pop("container", {}),
-                }
-            ],
-            **spec,
-        },
-    }
+def our_pod(name: str, image: str, **spec: Any) -> dict[str, Any]:
+    """A pod naming ours, without requests: ``container`` adds to its container, the rest to its spec."""
+    body = pod_body(name, image, cpu=None, memory=None, scheduler_name=NAME)
+    body["spec"]["containers"][0].update(spec.pop("container", {}))
+    body["spec"].update(spec)
+    return body
 
 
-def events_for(api: client.ApiClient, ns: str, pod: str, reason: str) -> list[dict[str, Any]]:
-    ev = client.EventsV1Api(api).list_namespaced_event(
-        ns, field_selector=f"regarding.name={pod},reason={reason}"
-    )
-    return [api.sanitize_for_serialization(e) for e in ev.items]
-
-
-def test_binds_and_reports_like_kube_scheduler(sched, api, core, namespace, test_image) -> None:
-    core.create_namespaced_pod(namespace, pod_body("p", test_image))
+def test_binds_and_reports_like_kube_scheduler(sched, core, namespace, test_image) -> None:
+    core.create_namespaced_pod(namespace, our_pod("p", test_image))
     pod = wait_bound(core, namespace, "p", 60)
     node = pod["spec"]["nodeName"]
     assert "control-plane" not in node, "the control plane's taint is respected"
-    ev = poll("the Scheduled event", lambda: events_for(api, namespace, "p", "Scheduled"), 30)[0]
+    ev = wait_event_v1(core, namespace, "p", "Scheduled")
     assert ev["note"] == f"Successfully assigned {namespace}/p to {node}"
     assert ev["reportingController"] == NAME
     assert ev["reportingInstance"] == f"{NAME}-{socket.gethostname()}"
     assert ev["type"] == "Normal" and ev["action"] == "Binding"
     cond = poll(
-        "PodScheduled=True",
         lambda: [
             c
             for c in core.read_namespaced_pod("p", namespace).status.conditions or ()
             if c.type == "PodScheduled" and c.status == "True"
         ],
         30,
+        "PodScheduled=True",
+        interval=0.5,
+        retry_on=(ApiException,),
     )
     assert cond
 
 
-def test_unschedulable_pod_gets_event_and_condition(sched, api, core, namespace, test_image) -> None:
+def test_unschedulable_pod_gets_event_and_condition(sched, core, namespace, test_image) -> None:
     core.create_namespaced_pod(
-        namespace, pod_body("big", test_image, container={"resources": {"requests": {"cpu": "1000"}}})
+        namespace, our_pod("big", test_image, container={"resources": {"requests": {"cpu": "1000"}}})
     )
     want = (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
         # 1000 CPUs is more than any node has: removing pods cannot help anywhere
         " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
-    ev = poll("a FailedScheduling event", lambda: events_for(api, namespace, "big", "FailedScheduling"), 30)[
-        0
-    ]
+    ev = wait_event_v1(core, namespace, "big", "FailedScheduling")
     assert ev["note"] == want
     assert ev["reportingController"] == NAME and ev["type"] == "Warning"
 
@@ -101,14 +85,14 @@ def test_unschedulable_pod_gets_event_and_condition(sched, api, core, namespace,
                 return c
         return None
 
-    c = poll("PodScheduled=False", condition, 30)
+    c = poll(condition, 30, "PodScheduled=False", interval=0.5, retry_on=(ApiException,))
     assert c.reason == "Unschedulable" and c.message == want
     assert not core.read_namespaced_pod("big", namespace).spec.node_name
 
 
 def test_daemonset_gets_one_pod_per_node(sched, api, core, namespace, test_image) -> None:
     apps = client.AppsV1Api(api)
-    tmpl = pod_body(
+    tmpl = our_pod(
         "x",
         test_image,
         tolerations=[
@@ -131,14 +115,9 @@ def test_daemonset_gets_one_pod_per_node(sched, api, core, namespace, test_image
         pods = core.list_namespaced_pod(namespace, label_selector="app=ds").items
         return sorted(p.spec.node_name for p in pods if p.spec.node_name) == nodes and pods
 
-    pods = poll("one DaemonSet pod bound on every node", placed, 90)
+    pods = poll(placed, 90, "one DaemonSet pod bound on every node", interval=0.5, retry_on=(ApiException,))
     for p in pods:
-        ev = poll(
-            f"Scheduled event of {p.metadata.name}",
-            lambda p=p: events_for(api, namespace, p.metadata.name, "Scheduled"),
-            30,
-        )[0]
-        assert ev["reportingController"] == NAME
+        assert bound_by(core, namespace, p.metadata.name, 30).controller == NAME
 
 
 def test_wait_for_first_consumer_claim(sched, api, core, namespace, test_image) -> None:
@@ -157,7 +136,7 @@ def test_wait_for_first_consumer_claim(sched, api, core, namespace, test_image) 
     )
     core.create_namespaced_pod(
         namespace,
-        pod_body(
+        our_pod(
             "consumer",
             test_image,
             container={"volumeMounts": [{"name": "data", "mountPath": "/data"}]},

@@ -29,24 +29,17 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
-from e2e.binding import bound_by
 from e2e.deploying import deploy, log_command, restore
-from e2e.kube import is_ready, poll, wait_pod
+from e2e.events import assert_bound_by
+from e2e.kube import is_ready, wait_pod
+from e2e.lease import acquired_at, annotated_ours, holder, holder_host, read_lease
 from e2e.measure import record
-from e2e.replacing import (
-    acquired_at,
-    annotated_ours,
-    crictl_running,
-    docker_exec,
-    holder,
-    holder_host,
-    kube_scheduler_pods,
-    node_file_exists,
-    our_pods,
-    read_lease,
-)
+from e2e.nodes import cluster_nodes, crictl_running, docker_exec, node_file_exists, restart_kubelet
+from e2e.pods import condition, is_bound, pod_body
+from e2e.schedulers import kube_scheduler_pods, our_pods
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -70,7 +63,7 @@ class Stopped:
 @pytest.fixture
 def kube_scheduler_stopped(kind_cluster, api: client.ApiClient, core: client.CoreV1Api) -> Iterator[Stopped]:
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
-    node = b.cluster_nodes(core).control_plane
+    node = cluster_nodes(core).control_plane
     assert not our_pods(core), "a scheduler of ours is running already"
     assert [p.metadata.name for p in kube_scheduler_pods(core)] == [f"kube-scheduler-{node}"]
     assert node_file_exists(node, MANIFEST) and not node_file_exists(node, ASIDE), (
@@ -82,12 +75,18 @@ def kube_scheduler_stopped(kind_cluster, api: client.ApiClient, core: client.Cor
     docker_exec(node, "mv", MANIFEST, ASIDE)
     try:
         poll(
-            "kube-scheduler's mirror pod gone",
             lambda: not kube_scheduler_pods(core) or None,
             120,
+            "kube-scheduler's mirror pod gone",
             interval=1,
+            retry_on=(ApiException,),
         )
-        poll("kube-scheduler's container stopped", lambda: crictl_running(node, "kube-scheduler") == [], 60)
+        poll(
+            lambda: crictl_running(node, "kube-scheduler") == [],
+            60,
+            "kube-scheduler's container stopped",
+            interval=0.5,
+        )
         yield Stopped(node, before, time.time())
     finally:
         try:
@@ -102,18 +101,19 @@ def kube_scheduler_stopped(kind_cluster, api: client.ApiClient, core: client.Cor
                 # as the one the kubelet has just stopped; now and then the kubelet keeps it down
                 # as terminated. A restart of the kubelet starts it (the subject here is ours, not
                 # the kubelet's static pod bookkeeping).
-                docker_exec(node, "systemctl", "restart", "kubelet")
+                restart_kubelet(node)
                 log_command("kube-scheduler not back 90 s after its manifest: the kubelet restarted")
                 wait_pod(core, "kube-system", f"kube-scheduler-{node}", is_ready, "Ready", 180)
         finally:
             restore("lease")  # ours, if the test got that far; waits until kube-scheduler holds the Lease
         poll(
-            "a new kube-scheduler holding the Lease",
             lambda: (lambda h: h if holder_host(h) == node and h != before else None)(
                 holder(read_lease(api))
             ),
             120,
+            "a new kube-scheduler holding the Lease",
             interval=1,
+            retry_on=(ApiException,),
         )
         assert not annotated_ours(read_lease(api))
 
@@ -128,7 +128,7 @@ def assert_stays_unbound(core: client.CoreV1Api, ns: str, name: str, window: flo
         core.list_namespaced_pod(ns, field_selector=f"metadata.name={name}", _preload_content=False).data
     )
     (pod,) = body["items"]
-    assert not b.is_bound(pod), f"{ns}/{name} is bound to {pod['spec']['nodeName']}"
+    assert not is_bound(pod), f"{ns}/{name} is bound to {pod['spec']['nodeName']}"
     rv = body["metadata"]["resourceVersion"]
     deadline = time.monotonic() + window
     versions = 1
@@ -151,7 +151,7 @@ def assert_stays_unbound(core: client.CoreV1Api, ns: str, name: str, window: flo
             assert ev["type"] != "DELETED", f"{ns}/{name} was deleted"
             versions += 1
             pod = obj
-            assert not b.is_bound(pod), (
+            assert not is_bound(pod), (
                 f"{ns}/{name} was bound to {pod['spec']['nodeName']} with no scheduler running"
             )
             if time.monotonic() >= deadline:
@@ -169,28 +169,26 @@ def test_without_any_scheduler_nodename_pods_run_and_the_rest_wait_for_ours(
     kube_scheduler_stopped: Stopped,
 ) -> None:
     cp = kube_scheduler_stopped.node
-    worker = b.cluster_nodes(core).workers[0]
+    worker = cluster_nodes(core).workers[0]
     assert crictl_running(cp, "kube-scheduler") == []
 
     # spec.nodeName: the kubelet of that node admits and runs it, no scheduler involved.
     start = time.monotonic()
-    core.create_namespaced_pod(namespace, b.pod_body("pinned", test_image, node_name=worker))
+    core.create_namespaced_pod(namespace, pod_body("pinned", test_image, node_name=worker))
     pinned = wait_pod(core, namespace, "pinned", is_ready, "Running and Ready", 120)
     record(SUITE, "nodename_pod_ready_s", time.monotonic() - start)
     assert pinned["status"]["phase"] == "Running" and pinned["spec"]["nodeName"] == worker
-    assert (
-        b.condition(pinned, "PodScheduled") is None or b.condition(pinned, "PodScheduled")["status"] == "True"
-    )
+    assert condition(pinned, "PodScheduled") is None or condition(pinned, "PodScheduled")["status"] == "True"
 
     # No nodeName: nothing binds it. A negative can only be watched for a while: any running
     # scheduler binds a pod that fits (10m CPU on idle workers) within a second or two of its
     # creation, on this cluster too (bound_by in the other suites); 10 s is several times that
     # and keeps the suite short, and kube-scheduler's container was seen gone before the pod existed.
-    core.create_namespaced_pod(namespace, b.pod_body("waiting", test_image))
+    core.create_namespaced_pod(namespace, pod_body("waiting", test_image))
     created = time.time()
     pod = assert_stays_unbound(core, namespace, "waiting", UNBOUND_WINDOW)
     assert pod["status"].get("phase") == "Pending", pod["status"]
-    assert b.condition(pod, "PodScheduled") is None, f"something tried to schedule it: {pod['status']}"
+    assert condition(pod, "PodScheduled") is None, f"something tried to schedule it: {pod['status']}"
 
     # Ours comes back: the lease method with its replica pinned, so that it starts with no scheduler.
     res = deploy("lease", "--set", f"nodeName={worker}", "--set", "replicas=1", "--timeout", "300")
@@ -198,13 +196,9 @@ def test_without_any_scheduler_nodename_pods_run_and_the_rest_wait_for_ours(
     (ours,) = [p.metadata.name for p in our_pods(core)]
     lease = read_lease(api)
     assert holder_host(holder(lease)) == ours and annotated_ours(lease), lease
-    controller, instance, at = bound_by(core, namespace, "waiting", 120)
-    assert (controller, instance) == ("default-scheduler", f"default-scheduler-{ours}"), (
-        controller,
-        instance,
-    )
+    at = assert_bound_by(core, namespace, "waiting", {ours}, 120).at
     bound = read_pod(core, namespace, "waiting")
-    assert bound["spec"]["nodeName"] in b.cluster_nodes(core).workers
+    assert bound["spec"]["nodeName"] in cluster_nodes(core).workers
     record(SUITE, "waiting_pod_bound_after_ours_held_s", at - (acquired_at(lease) or at))
     record(SUITE, "waiting_pod_pending_s", at - created)
     wait_pod(core, namespace, "waiting", is_ready, "Running and Ready", 120)

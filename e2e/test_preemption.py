@@ -19,9 +19,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from e2e import binding as b
+from e2e.events import assert_bound_by, instance_pod, wait_event
 from e2e.kube import is_ready, wait_pod
 from e2e.measure import record
+from e2e.nodes import cluster_nodes
+from e2e.pods import condition, is_bound, pod_body, wait_bound
+from e2e.schedulers import our_pod_names, wait_ours_scheduling
 from scheduler.cluster.client import api_request
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -32,8 +35,8 @@ FINALIZER = "e2e.dynamic-scheduler.io/hold"
 
 @pytest.fixture
 def ours(core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str) -> set[str]:
-    b.wait_ours_scheduling(core, namespace, test_image)
-    return b.our_pod_names(core)
+    wait_ours_scheduling(core, namespace, test_image)
+    return our_pod_names(core)
 
 
 def _node_status_patch(core: client.CoreV1Api, node: str, body: Any, content_type: str) -> None:
@@ -46,7 +49,7 @@ def _node_status_patch(core: client.CoreV1Api, node: str, body: Any, content_typ
 def slots(core: client.CoreV1Api) -> Iterator[str]:
     """Two slots of an extended resource on the first worker, in its capacity and allocatable
     (e2enode.AddExtendedResource); the kubelet keeps what it does not manage."""
-    worker = b.cluster_nodes(core).workers[0]
+    worker = cluster_nodes(core).workers[0]
     both = {"capacity": {SLOT: "2"}, "allocatable": {SLOT: "2"}}
     _node_status_patch(core, worker, {"status": both}, "application/strategic-merge-patch+json")
     try:
@@ -72,7 +75,7 @@ def priorities(api: client.ApiClient) -> Iterator[dict[str, str]]:
 
 
 def slot_pod(name: str, image: str, priority_class: str, slots: int, **kw: Any) -> dict[str, Any]:
-    pod = b.pod_body(name, image, limits={SLOT: str(slots)}, **kw)
+    pod = pod_body(name, image, limits={SLOT: str(slots)}, **kw)
     pod["spec"]["priorityClassName"] = priority_class
     return pod
 
@@ -93,7 +96,7 @@ def test_a_high_priority_pod_evicts_the_low_ones_and_is_bound_there(
         core.create_namespaced_pod(namespace, pod)
     try:
         for name in victims:
-            assert b.wait_bound(core, namespace, name, 60)["spec"]["nodeName"] == worker
+            assert wait_bound(core, namespace, name, 60)["spec"]["nodeName"] == worker
             wait_pod(core, namespace, name, is_ready, "Ready", 120)
 
         t0 = time.monotonic()
@@ -107,7 +110,7 @@ def test_a_high_priority_pod_evicts_the_low_ones_and_is_bound_there(
                 "being deleted",
                 60,
             )
-            cond = b.condition(gone, "DisruptionTarget")
+            cond = condition(gone, "DisruptionTarget")
             assert cond is not None and (cond["status"], cond["reason"]) == ("True", "PreemptionByScheduler")
         evicted = time.monotonic() - t0
         high = wait_pod(
@@ -118,16 +121,16 @@ def test_a_high_priority_pod_evicts_the_low_ones_and_is_bound_there(
             f"nominated to {worker}",
             30,
         )
-        assert not b.is_bound(high)  # the victims are still there (their finalizer holds them)
-        ev = b.wait_event(
+        assert not is_bound(high)  # the victims are still there (their finalizer holds them)
+        ev = wait_event(
             core, namespace, "high", "FailedScheduling", 30, match=lambda e: "preemption:" in e["message"]
         )
         assert ev["message"].endswith(
             f"preemption: found a potential placement for pod on node {worker}, preempting 2 victims"
         ), ev["message"]
-        assert b.instance_pod(ev.get("reportingInstance") or "") in ours
+        assert instance_pod(ev.get("reportingInstance") or "") in ours
         for name in victims:
-            ev = b.wait_event(core, namespace, name, "Preempted", 30)
+            ev = wait_event(core, namespace, name, "Preempted", 30)
             assert ev["message"].startswith("Preempted by pod ") and ev["message"].endswith(
                 f" on node {worker}"
             )
@@ -139,10 +142,9 @@ def test_a_high_priority_pod_evicts_the_low_ones_and_is_bound_there(
                 if e.status != 404:
                     raise
     t1 = time.monotonic()
-    bound = b.wait_bound(core, namespace, "high", 90)
+    bound = wait_bound(core, namespace, "high", 90)
     assert bound["spec"]["nodeName"] == worker
-    controller, instance, _ = b.scheduled_by(core, namespace, "high")
-    assert controller == b.SCHEDULER_NAME and b.instance_pod(instance) in ours, (controller, instance)
+    assert_bound_by(core, namespace, "high", ours, 90)
     wait_pod(core, namespace, "high", is_ready, "Ready", 120)
     record("preemption", "created_to_victims_deleting_s", evicted)
     record("preemption", "victims_gone_to_bound_s", time.monotonic() - t1)

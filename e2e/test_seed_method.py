@@ -38,24 +38,17 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.binding import bound_by, control_plane
 from e2e.conftest import ARTIFACTS
 from e2e.deploying import cli, kind_flags, values_args
-from e2e.kube import poll
+from e2e.events import bound_by
+from e2e.lease import acquired_at, annotated_ours, holder, holder_host, read_lease
 from e2e.measure import record
-from e2e.replacing import (
-    acquired_at,
-    annotated_ours,
-    fresh_kube_scheduler,
-    holder,
-    holder_host,
-    ks_container,
-    our_pods,
-    read_lease,
-    sleeper,
-    started_leading_at,
-)
+from e2e.nodes import control_plane
+from e2e.pods import sleeper
+from e2e.schedulers import fresh_kube_scheduler, ks_container, our_pods, started_leading_at
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(2400)]
 
@@ -86,7 +79,13 @@ def one_try(
     out["ready_to_hold_s"] = float(m.group(1)) if m else None
 
     # A definite state: someone holds the Lease (after a seed round it may be re-created still).
-    lease = poll("a holder of the Lease", lambda: read_lease(api) if holder(read_lease(api)) else None, 30)
+    lease = poll(
+        lambda: read_lease(api) if holder(read_lease(api)) else None,
+        30,
+        "a holder of the Lease",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
     names = {p.metadata.name for p in our_pods(core)}
     host = holder_host(holder(lease))
     out["holder"] = (
@@ -101,16 +100,24 @@ def one_try(
     if out["holder"] == "ours":
         held = acquired_at(lease)
         out["deploy_to_hold_s"] = round(held - start, 2)
-        leads = poll("our leader leading", lambda: started_leading_at(core, host), 60)
+        leads = poll(
+            lambda: started_leading_at(core, host),
+            60,
+            "our leader leading",
+            interval=0.5,
+            retry_on=(ApiException,),
+        )
         out["deploy_to_lead_s"] = round(leads - start, 2)
         out["hold_to_lead_s"] = round(leads - held, 2)
         # kube-scheduler loses the Lease and exits (1) once its renewal gives up.
         cs = poll(
-            "kube-scheduler's exit",
             lambda: (
                 (c := ks_container(core)) and c.restart_count > restarts and c.last_state.terminated and c
             ),
             60,
+            "kube-scheduler's exit",
+            interval=0.5,
+            retry_on=(ApiException,),
         )
         exited = cs.last_state.terminated.finished_at.timestamp()  # whole seconds: the exit is in [t, t+1)
         out["kube_scheduler_exit_code"] = cs.last_state.terminated.exit_code

@@ -25,12 +25,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e import binding as b
 from e2e.deploying import cli, deploy, restore
-from e2e.kube import poll
 from e2e.measure import record
+from e2e.nodes import CONTROL_PLANE_LABEL, control_plane
+from e2e.pods import is_bound, list_pods_raw, pod_body, wait_bound
 from e2e.webhook import kind_write_webhook
 from scheduler.cluster.client import api_request
+from scheduler.polling import poll
 from tests.webhook import WriteSeen, WriteWebhook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 SHADOW_NS = "crane-system"
 SHADOW_SA = f"system:serviceaccount:{SHADOW_NS}:dynamic-scheduler-shadow"
 WIDENED = "e2e-shadow-cluster-admin"
-TOLERATE_CONTROL_PLANE = [{"key": b.CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+TOLERATE_CONTROL_PLANE = [{"key": CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def rbac(api: client.ApiClient) -> client.RbacAuthorizationV1Api:
@@ -59,7 +60,7 @@ def writes(
 ) -> Iterator[WriteWebhook]:
     """The webhook recording the shadow's writes, the shadow's rights widened, the shadow deployed."""
     os.environ.setdefault("KUBECONFIG", str(kind_cluster.kubeconfig_path))
-    hook = kind_write_webhook(api, probe_namespace, b.control_plane(core).metadata.name, SHADOW_SA)
+    hook = kind_write_webhook(api, probe_namespace, control_plane(core).metadata.name, SHADOW_SA)
     with hook:
         # The webhook sees a write made as the ServiceAccount (before it exists: RBAC lets
         # cluster-admin's subjects through whether or not their account exists).
@@ -109,7 +110,7 @@ def canary_write(api: client.ApiClient, namespace: str) -> None:
 
 
 def deployment(name: str, image: str, replicas: int, **spec: Any) -> dict[str, Any]:
-    pod = b.pod_body(name, image, labels={"app": name})
+    pod = pod_body(name, image, labels={"app": name})
     pod["spec"].update(spec)
     return {
         "metadata": {"name": name},
@@ -143,12 +144,12 @@ def everyday_workloads(api: client.ApiClient, core: client.CoreV1Api, ns: str, i
         }
     ]
     apps.create_namespaced_deployment(ns, deployment("spread", image, 4, topologySpreadConstraints=spread))
-    core.create_namespaced_pod(ns, b.pod_body("tolerant", image, tolerations=TOLERATE_CONTROL_PLANE))
+    core.create_namespaced_pod(ns, pod_body("tolerant", image, tolerations=TOLERATE_CONTROL_PLANE))
     burn = ["python3", "-c", "while True: pass"]
     core.create_namespaced_pod(
-        ns, b.pod_body("burner", image, cpu="200m", limits={"cpu": "500m"}, command=burn)
+        ns, pod_body("burner", image, cpu="200m", limits={"cpu": "500m"}, command=burn)
     )
-    core.create_namespaced_pod(ns, b.pod_body("nowhere", image, cpu="1000"))
+    core.create_namespaced_pod(ns, pod_body("nowhere", image, cpu="1000"))
 
 
 def report(*args: str) -> dict[str, Any]:
@@ -161,11 +162,17 @@ def test_the_shadow_judges_every_bind_of_kube_scheduler_and_writes_nothing(
     everyday_workloads(api, core, namespace, test_image)
 
     def all_bound_but_one() -> list[dict[str, Any]] | None:
-        pods = [p for p in b.list_pods_raw(core, namespace) if not p["metadata"].get("deletionTimestamp")]
-        bound = [p for p in pods if b.is_bound(p)]
+        pods = [p for p in list_pods_raw(core, namespace) if not p["metadata"].get("deletionTimestamp")]
+        bound = [p for p in pods if is_bound(p)]
         return bound if len(pods) == 15 and len(bound) == 14 else None
 
-    bound = poll("14 of 15 pods bound by kube-scheduler", all_bound_but_one, 180)
+    bound = poll(
+        all_bound_but_one,
+        180,
+        "14 of 15 pods bound by kube-scheduler",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
     keys = {f"{namespace}/{p['metadata']['name']}" for p in bound}
     decided: dict[str, dict[str, Any]] = {}
 
@@ -175,7 +182,7 @@ def test_the_shadow_judges_every_bind_of_kube_scheduler_and_writes_nothing(
         )
         return keys <= set(decided)
 
-    poll("a shadow decision for each bound pod", every_bind_judged, 60, interval=2)
+    poll(every_bind_judged, 60, "a shadow decision for each bound pod", interval=2)
     assert set(decided) == keys, sorted(set(decided) - keys)  # nothing judged that was not bound
     where = {f"{namespace}/{p['metadata']['name']}": p["spec"]["nodeName"] for p in bound}
     for key, d in decided.items():
@@ -211,8 +218,8 @@ def test_the_shadow_judges_every_bind_of_kube_scheduler_and_writes_nothing(
 def test_explain_says_why_kube_schedulers_pods_went_where_they_did(
     core: client.CoreV1Api, namespace: str, test_image: str, writes: WriteWebhook
 ) -> None:
-    core.create_namespaced_pod(namespace, b.pod_body("one", test_image, cpu="100m"))
-    node = b.wait_bound(core, namespace, "one", 60)["spec"]["nodeName"]
+    core.create_namespaced_pod(namespace, pod_body("one", test_image, cpu="100m"))
+    node = wait_bound(core, namespace, "one", 60)["spec"]["nodeName"]
     doc = json.loads(cli("explain", f"{namespace}/one", "-o", "json").stdout)
     assert doc["boundNode"] == node
     totals = {n["name"]: n["total"] for n in doc["nodes"] if n["feasible"]}
@@ -220,18 +227,18 @@ def test_explain_says_why_kube_schedulers_pods_went_where_they_did(
         assert totals[node] == max(totals.values()), totals
     else:
         assert "The active scheduler chose differently" in doc["verdict"], doc["verdict"]
-    control_plane = b.control_plane(core).metadata.name
-    cp = next(n for n in doc["nodes"] if n["name"] == control_plane)
+    plane = control_plane(core).metadata.name
+    cp = next(n for n in doc["nodes"] if n["name"] == plane)
     assert not cp["feasible"]
     assert [f["plugin"] for f in cp["filters"] if f["code"] != "Success"][0] == "TaintToleration"
 
     # A pending pod: each node's rejecting plugin.
-    core.create_namespaced_pod(namespace, b.pod_body("big", test_image, cpu="1000"))
+    core.create_namespaced_pod(namespace, pod_body("big", test_image, cpu="1000"))
     doc = json.loads(cli("explain", f"{namespace}/big", "-o", "json").stdout)
     assert doc["best"] == [] and doc["boundNode"] is None
     for n in doc["nodes"]:
         rejecting = [f["plugin"] for f in n["filters"] if f["code"] != "Success"]
-        assert rejecting[0] == ("TaintToleration" if n["name"] == control_plane else "NodeResourcesFit"), n
+        assert rejecting[0] == ("TaintToleration" if n["name"] == plane else "NodeResourcesFit"), n
     text = cli("explain", f"{namespace}/one").stdout
     assert "Verdict: ours would" in text and "SCORES" in text, text
     assert writes.seen == []

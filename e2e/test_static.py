@@ -25,24 +25,16 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e.binding import bound_by, control_plane
 from e2e.deploying import deploy, restore
-from e2e.kube import is_ready, poll, wait_pod
+from e2e.events import assert_bound_by
+from e2e.kube import is_ready, wait_pod
+from e2e.lease import annotated_ours, holder, holder_host, read_lease
 from e2e.measure import record
-from e2e.replacing import (
-    annotated_ours,
-    crictl_running,
-    holder,
-    holder_host,
-    https_get,
-    node_file_exists,
-    node_ip,
-    node_listing,
-    pod_log,
-    read_lease,
-    sleeper,
-)
+from e2e.nodes import control_plane, crictl_running, https_get, node_file_exists, node_ip, node_listing
+from e2e.pods import pod_log, sleeper
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -140,12 +132,9 @@ def test_beside_kube_scheduler_on_its_own_lease(
     assert crictl_running(node, "kube-scheduler"), "kube-scheduler keeps running"
 
     sleeper(core, namespace, "names-my-scheduler", test_image, scheduler_name=NAME)
-    assert bound_by(core, namespace, "names-my-scheduler", 60)[:2] == (NAME, f"{NAME}-{node}")
+    assert_bound_by(core, namespace, "names-my-scheduler", {node}, 60, scheduler=NAME)
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(core, namespace, "names-no-scheduler", 60)[:2] == (
-        "default-scheduler",
-        f"default-scheduler-{node}",
-    )
+    assert_bound_by(core, namespace, "names-no-scheduler", {node}, 60)
     assert "names-no-scheduler" not in pod_log(core, "kube-system", f"{NAME}-{node}")
 
     res = restore("static")
@@ -174,7 +163,13 @@ def test_replace_kube_scheduler(
 
     assert not node_file_exists(node, f"{MANIFESTS}/kube-scheduler.yaml")
     assert node_file_exists(node, f"{CONFIG_DIR}/kube-scheduler.yaml.orig")
-    poll("kube-scheduler's mirror pod gone", lambda: mirror(core, f"kube-scheduler-{node}") is None, 60)
+    poll(
+        lambda: mirror(core, f"kube-scheduler-{node}") is None,
+        60,
+        "kube-scheduler's mirror pod gone",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
     assert crictl_running(node, "kube-scheduler") == []
     lease = read_lease(api)
     assert holder_host(holder(lease)) == node and annotated_ours(lease), lease
@@ -184,10 +179,7 @@ def test_replace_kube_scheduler(
     record(SUITE, "replace_hold_to_scheduling_s", float(m.group(1)))
 
     sleeper(core, namespace, "names-no-scheduler", test_image)
-    assert bound_by(core, namespace, "names-no-scheduler", 60)[:2] == (
-        "default-scheduler",
-        f"default-scheduler-{node}",
-    )
+    assert_bound_by(core, namespace, "names-no-scheduler", {node}, 60)
     log = pod_log(core, "kube-system", f"{NAME}-{node}")
     assert f'"Successfully bound pod to node" pod="{namespace}/names-no-scheduler"' in log
 
@@ -202,7 +194,4 @@ def test_replace_kube_scheduler(
     assert holder_host(holder(lease)) == node and not annotated_ours(lease), lease
 
     sleeper(core, namespace, "after-restore", test_image)
-    assert bound_by(core, namespace, "after-restore", 120)[:2] == (
-        "default-scheduler",
-        f"default-scheduler-{node}",
-    )
+    assert_bound_by(core, namespace, "after-restore", {node}, 120)

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
 
 from e2e.deploying import REPO, cli
-from e2e.kube import WaitTimeoutError, poll
 from e2e.measure import record
+from scheduler.polling import PollTimeoutError, poll
 
 pytestmark = pytest.mark.cluster
 
@@ -66,7 +67,7 @@ def wait_deleted(core: client.CoreV1Api, name: str, timeout: float) -> float:
         if ev["type"] == "DELETED":
             w.stop()
             return time.monotonic() - start
-    raise WaitTimeoutError(f"namespace {name} still exists after {timeout:.0f}s: {read(core, name)}")
+    raise PollTimeoutError(f"namespace {name} to be deleted", timeout, read(core, name))
 
 
 @pytest.fixture
@@ -101,7 +102,13 @@ def stuck(core: client.CoreV1Api, name: str) -> float:
         left = ns["spec"].get("finalizers") or []
         return ns if ns["status"]["phase"] == "Terminating" and left == [HOLD] else None
 
-    ns = poll(f"namespace {name} Terminating with only {HOLD} left", controller_done, timeout=60)
+    ns = poll(
+        controller_done,
+        60,
+        f"namespace {name} Terminating with only {HOLD} left",
+        interval=0.5,
+        retry_on=(ApiException,),
+    )
     assert ns["metadata"].get("deletionTimestamp")
     # Emptied by the controller, yet still there: stuck.
     assert not core.list_namespaced_config_map(name).items

@@ -22,9 +22,14 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
-from e2e.kube import is_ready, poll, wait_pod
+from e2e.events import wait_event
+from e2e.kube import is_ready, wait_pod
+from e2e.nodes import cluster_nodes
+from e2e.pods import is_bound, list_pods_raw, pod_body, wait_bound
+from e2e.schedulers import wait_ours_scheduling
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -35,7 +40,7 @@ RWOP_CONFLICT = "node(s) unavailable due to PersistentVolumeClaim with ReadWrite
 
 @pytest.fixture
 def ours(core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str) -> None:
-    b.wait_ours_scheduling(core, namespace, test_image)
+    wait_ours_scheduling(core, namespace, test_image)
 
 
 @pytest.fixture
@@ -77,29 +82,31 @@ def bound_claim(
         },
     )
     poll(
-        f"claim {ns}/{claim} bound",
         lambda: (core.read_namespaced_persistent_volume_claim(claim, ns).status.phase == "Bound") or None,
         60,
+        f"claim {ns}/{claim} bound",
+        interval=0.5,
+        retry_on=(ApiException,),
     )
     return claim
 
 
 def pod_with(name: str, image: str, claim: str, **kw: Any) -> dict[str, Any]:
-    body = b.pod_body(name, image, **kw)
+    body = pod_body(name, image, **kw)
     body["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     body["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
     return body
 
 
 def failed_message(core: client.CoreV1Api, ns: str, pod: str) -> str:
-    return b.wait_event(core, ns, pod, "FailedScheduling", 60)["message"]
+    return wait_event(core, ns, pod, "FailedScheduling", 60)["message"]
 
 
 @pytest.fixture
 def limited_worker(api: client.ApiClient, core: client.CoreV1Api) -> Iterator[str]:
     """Worker A, whose CSINode lists DRIVER with an attach limit of 1; taken out after."""
     storage = client.StorageV1Api(api)
-    node = b.cluster_nodes(core).workers[0]
+    node = cluster_nodes(core).workers[0]
     # Raw JSON: the client's model refuses a CSINode without drivers (kind's have none).
     drivers = (
         json.loads(storage.read_csi_node(node, _preload_content=False).data)["spec"].get("drivers") or []
@@ -137,11 +144,11 @@ def test_a_node_at_its_attach_limit_takes_no_further_volume(
     ]
     on_a = {"kubernetes.io/hostname": limited_worker}
     core.create_namespaced_pod(namespace, pod_with("first", test_image, claims[0], node_selector=on_a))
-    assert b.wait_bound(core, namespace, "first", 60)["spec"]["nodeName"] == limited_worker
+    assert wait_bound(core, namespace, "first", 60)["spec"]["nodeName"] == limited_worker
     core.create_namespaced_pod(namespace, pod_with("second", test_image, claims[1], node_selector=on_a))
     message = failed_message(core, namespace, "second")
     assert f"1 {MAX_VOLUMES}" in message, message
-    assert not b.is_bound(b.list_pods_raw(core, namespace, field_selector="metadata.name=second")[0])
+    assert not is_bound(list_pods_raw(core, namespace, field_selector="metadata.name=second")[0])
 
 
 def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(
@@ -162,4 +169,4 @@ def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(
     message = failed_message(core, namespace, "second")
     assert f"2 {RWOP_CONFLICT}" in message, message  # both workers; the control plane is tainted
     core.delete_namespaced_pod("first", namespace, grace_period_seconds=0)
-    b.wait_bound(core, namespace, "second", 120)
+    wait_bound(core, namespace, "second", 120)

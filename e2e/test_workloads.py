@@ -4,79 +4,79 @@ Each test first makes sure our leader is the one binding (a probe pod), then
 checks what an operator would: a DaemonSet on every node, a StatefulSet with
 ``WaitForFirstConsumer`` claims, required anti-affinity, taints, and a pod
 that fits nowhere, with kube-scheduler's message, until room frees up. Who
-bound a pod is read from its ``Scheduled`` event (e2e/binding.py).
+bound a pod is read from its ``Scheduled`` event (e2e/events.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from e2e import binding as b
-from e2e.kube import is_ready, poll, wait_pod
+from e2e.events import assert_bound_by, instance_pod, preemption_note, wait_event
+from e2e.fit import free_cpu, wait_no_terminating_pods
+from e2e.kube import is_ready, wait_pod
 from e2e.measure import record
+from e2e.nodes import CONTROL_PLANE_LABEL, HOSTNAME_LABEL, cluster_nodes
+from e2e.pods import condition, is_bound, list_pods_raw, pod_body, wait_bound
+from e2e.schedulers import our_pod_names, wait_ours_scheduling
+from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 CONTROL_PLANE_TAINT = "node(s) had untolerated taint(s)"
-TOLERATE_CONTROL_PLANE = [{"key": b.CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+TOLERATE_CONTROL_PLANE = [{"key": CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 @pytest.fixture
 def ours(core: client.CoreV1Api, namespace: str, test_image: str, ours_is_the_scheduler: str) -> set[str]:
     """Our leader binds pods; the names of our replicas."""
-    b.wait_ours_scheduling(core, namespace, test_image)
-    return b.our_pod_names(core)
-
-
-def assert_bound_by_ours(core: client.CoreV1Api, ns: str, pod: str, ours: set[str]) -> None:
-    controller, instance, _ = b.bound_by(core, ns, pod, 30)
-    assert controller == b.SCHEDULER_NAME, (controller, instance)
-    assert b.instance_pod(instance) in ours, (
-        f"pod {ns}/{pod} was bound by {instance!r}, not by one of ours {sorted(ours)}"
-    )
+    wait_ours_scheduling(core, namespace, test_image)
+    return our_pod_names(core)
 
 
 def pods(core: client.CoreV1Api, ns: str, selector: str) -> list[dict[str, Any]]:
     return [
         p
-        for p in b.list_pods_raw(core, ns, label_selector=selector)
+        for p in list_pods_raw(core, ns, label_selector=selector)
         if not p["metadata"].get("deletionTimestamp")
     ]
 
 
 def template(name: str, image: str, **kw: Any) -> dict[str, Any]:
-    pod = b.pod_body(name, image, labels={"app": name}, **kw)
+    pod = pod_body(name, image, labels={"app": name}, **kw)
     return {"metadata": pod["metadata"], "spec": pod["spec"]}
 
 
 def test_a_daemonset_gets_one_pod_per_node_bound_by_ours(
     api: client.ApiClient, core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str]
 ) -> None:
-    nodes = b.cluster_nodes(core)
+    nodes = cluster_nodes(core)
     tpl = template("ds", test_image, tolerations=TOLERATE_CONTROL_PLANE)
     client.AppsV1Api(api).create_namespaced_daemon_set(
         namespace,
         {"metadata": {"name": "ds"}, "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": tpl}},
     )
     running = poll(
-        "a Running DaemonSet pod on each node",
         lambda: (lambda ps: ps if len(ps) == 3 and all(is_ready(p) for p in ps) else None)(
             pods(core, namespace, "app=ds")
         ),
-        timeout=180,
+        180,
+        "a Running DaemonSet pod on each node",
         interval=1,
+        retry_on=(ApiException,),
     )
     assert sorted(p["spec"]["nodeName"] for p in running) == sorted(nodes.all)
     for p in running:
         # The DaemonSet controller only pins the pod (node affinity on metadata.name); the scheduler binds it.
         terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
-        assert_bound_by_ours(core, namespace, p["metadata"]["name"], ours)
+        assert_bound_by(core, namespace, p["metadata"]["name"], ours, 30)
 
 
 def test_a_statefulset_with_wait_for_first_consumer_claims_binds(
@@ -131,7 +131,7 @@ def test_a_statefulset_with_wait_for_first_consumer_claims_binds(
         assert [v for t in node_terms for e in t.match_expressions for v in e.values] == [
             pod["spec"]["nodeName"]
         ]
-        assert_bound_by_ours(core, namespace, f"sts-{i}", ours)
+        assert_bound_by(core, namespace, f"sts-{i}", ours, 30)
     record("workloads", "statefulset_ready_s", took)
 
 
@@ -140,12 +140,12 @@ def test_required_anti_affinity_spreads_and_the_third_replica_waits(
 ) -> None:
     """Two workers (the control plane is tainted): 2 replicas on distinct workers; a third has
     no node left and stays unbound with kube-scheduler's reasons."""
-    nodes = b.cluster_nodes(core)
+    nodes = cluster_nodes(core)
     tpl = template("anti", test_image)
     tpl["spec"]["affinity"] = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": b.HOSTNAME_LABEL}
+                {"labelSelector": {"matchLabels": {"app": "anti"}}, "topologyKey": HOSTNAME_LABEL}
             ]
         }
     }
@@ -159,36 +159,38 @@ def test_required_anti_affinity_spreads_and_the_third_replica_waits(
 
     def two_bound_one_not() -> Any:
         ps = pods(core, namespace, "app=anti")
-        bound = [p for p in ps if b.is_bound(p)]
-        return (bound, [p for p in ps if not b.is_bound(p)]) if len(ps) == 3 and len(bound) == 2 else None
+        bound = [p for p in ps if is_bound(p)]
+        return (bound, [p for p in ps if not is_bound(p)]) if len(ps) == 3 and len(bound) == 2 else None
 
-    bound, waiting = poll("2 replicas bound, 1 not", two_bound_one_not, timeout=90)
+    bound, waiting = poll(
+        two_bound_one_not, 90, "2 replicas bound, 1 not", interval=0.5, retry_on=(ApiException,)
+    )
     assert sorted(p["spec"]["nodeName"] for p in bound) == sorted(nodes.workers)
     for p in bound:
-        assert_bound_by_ours(core, namespace, p["metadata"]["name"], ours)
+        assert_bound_by(core, namespace, p["metadata"]["name"], ours, 30)
     name = waiting[0]["metadata"]["name"]
     expected = (
         f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 node(s) didn't match pod anti-affinity rules."
-        + b.preemption_note(1, 2)
+        + preemption_note(1, 2)
     )
-    ev = b.wait_event(core, namespace, name, "FailedScheduling", 60)
+    ev = wait_event(core, namespace, name, "FailedScheduling", 60)
     assert ev["message"] == expected
-    assert b.instance_pod(ev.get("reportingInstance") or "") in ours
+    assert instance_pod(ev.get("reportingInstance") or "") in ours
     pod = wait_pod(
         core,
         namespace,
         name,
-        lambda p: (b.condition(p, "PodScheduled") or {}).get("status") == "False",
+        lambda p: (condition(p, "PodScheduled") or {}).get("status") == "False",
         "marked unschedulable",
         30,
     )
-    assert not b.is_bound(pod)
+    assert not is_bound(pod)
 
 
 @pytest.fixture
 def tainted_worker(core: client.CoreV1Api, namespace: str) -> Any:
     """One worker tainted NoSchedule with a key of this test; untainted afterwards."""
-    node = b.cluster_nodes(core).workers[0]
+    node = cluster_nodes(core).workers[0]
     taint = {"key": "e2e.dynamic-scheduler.io/avoid", "value": namespace, "effect": "NoSchedule"}
 
     def set_taints(change: Any) -> None:
@@ -208,52 +210,56 @@ def wait_taint_seen(core: client.CoreV1Api, ns: str, image: str, node: str, time
     Node update and pod creations reach it on separate watches). A probe bound before that is
     deleted, and another one tried."""
     deadline = time.monotonic() + timeout
-    n = 0
-    while True:
-        n += 1
-        name = f"taint-probe-{n}"
-        core.create_namespaced_pod(ns, b.pod_body(name, image, node_selector={b.HOSTNAME_LABEL: node}))
+    numbers = itertools.count(1)
 
-        def outcome(name: str = name) -> str | None:
+    def refused() -> bool:
+        name = f"taint-probe-{next(numbers)}"
+        core.create_namespaced_pod(ns, pod_body(name, image, node_selector={HOSTNAME_LABEL: node}))
+
+        def outcome() -> str | None:
             pod = json.loads(core.read_namespaced_pod(name, ns, _preload_content=False).data)
-            if b.is_bound(pod):
+            if is_bound(pod):
                 return "bound"
-            return "refused" if (b.condition(pod, "PodScheduled") or {}).get("status") == "False" else None
+            return "refused" if (condition(pod, "PodScheduled") or {}).get("status") == "False" else None
 
-        got = poll(f"{name} bound or refused", outcome, max(1.0, deadline - time.monotonic()), interval=0.2)
+        got = poll(
+            outcome,
+            max(1.0, deadline - time.monotonic()),
+            f"{name} bound or refused",
+            interval=0.2,
+            retry_on=(ApiException,),
+        )
         core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
-        if got == "refused":
-            return
-        assert time.monotonic() < deadline, f"{node}'s taint not seen by our scheduler within {timeout:.0f}s"
+        return got == "refused"
+
+    poll(refused, timeout, f"{node}'s taint seen by our scheduler (a probe pod refused there)")
 
 
 def test_taints_are_respected(
     core: client.CoreV1Api, namespace: str, test_image: str, ours: set[str], tainted_worker: Any
 ) -> None:
     tainted, taint = tainted_worker
-    other = next(w for w in b.cluster_nodes(core).workers if w != tainted)
+    other = next(w for w in cluster_nodes(core).workers if w != tainted)
     wait_taint_seen(core, namespace, test_image, tainted)
     for i in range(4):
-        core.create_namespaced_pod(namespace, b.pod_body(f"free-{i}", test_image))
-    placed = {
-        f"free-{i}": b.wait_bound(core, namespace, f"free-{i}", 60)["spec"]["nodeName"] for i in range(4)
-    }
+        core.create_namespaced_pod(namespace, pod_body(f"free-{i}", test_image))
+    placed = {f"free-{i}": wait_bound(core, namespace, f"free-{i}", 60)["spec"]["nodeName"] for i in range(4)}
     assert set(placed.values()) == {other}, f"pods without a toleration went to {placed}, tainted: {tainted}"
-    pin = {b.HOSTNAME_LABEL: tainted}
-    core.create_namespaced_pod(namespace, b.pod_body("pinned", test_image, node_selector=pin))
+    pin = {HOSTNAME_LABEL: tainted}
+    core.create_namespaced_pod(namespace, pod_body("pinned", test_image, node_selector=pin))
     tolerating = [{"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": "NoSchedule"}]
     core.create_namespaced_pod(
-        namespace, b.pod_body("tolerating", test_image, node_selector=pin, tolerations=tolerating)
+        namespace, pod_body("tolerating", test_image, node_selector=pin, tolerations=tolerating)
     )
-    assert b.wait_bound(core, namespace, "tolerating", 60)["spec"]["nodeName"] == tainted
-    ev = b.wait_event(core, namespace, "pinned", "FailedScheduling", 60)
+    assert wait_bound(core, namespace, "tolerating", 60)["spec"]["nodeName"] == tainted
+    ev = wait_event(core, namespace, "pinned", "FailedScheduling", 60)
     # Per node, the first filter that fails (kube-scheduler's order: TaintToleration, then NodeAffinity).
     # The tainted worker and the control plane: kube-scheduler 1.37 words both alike.
     assert ev["message"] == (
         "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-        f"2 {CONTROL_PLANE_TAINT}." + b.preemption_note(3)
+        f"2 {CONTROL_PLANE_TAINT}." + preemption_note(3)
     ), ev["message"]
-    assert not b.is_bound(
+    assert not is_bound(
         json.loads(core.read_namespaced_pod("pinned", namespace, _preload_content=False).data)
     )
 
@@ -263,39 +269,39 @@ def test_a_pod_that_fits_nowhere_waits_then_binds_when_room_frees(
 ) -> None:
     """Placeholders (pinned with nodeName, no scheduler) take all but 100m of each worker's free
     CPU; a pod asking 400m fits nowhere. Deleting one placeholder makes room: ours binds it there."""
-    workers = b.cluster_nodes(core).workers
-    b.wait_no_terminating_pods(core, workers, 180)
-    free = b.free_cpu(core)
+    workers = cluster_nodes(core).workers
+    wait_no_terminating_pods(core, workers, 180)
+    free = free_cpu(core)
     assert all(free[w] >= 600 for w in workers), f"the workers have too little free CPU for this test: {free}"
     for w in workers:
         core.create_namespaced_pod(
-            namespace, b.pod_body(f"hold-{w}", test_image, cpu=f"{free[w] - 100}m", node_name=w)
+            namespace, pod_body(f"hold-{w}", test_image, cpu=f"{free[w] - 100}m", node_name=w)
         )
     for w in workers:
         wait_pod(core, namespace, f"hold-{w}", is_ready, "Ready (admitted by the kubelet)", 120)
-    core.create_namespaced_pod(namespace, b.pod_body("big", test_image, cpu="400m"))
+    core.create_namespaced_pod(namespace, pod_body("big", test_image, cpu="400m"))
     # The placeholders have the big pod's priority: nothing to preempt.
-    expected = f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 Insufficient cpu." + b.preemption_note(
+    expected = f"0/3 nodes are available: 1 {CONTROL_PLANE_TAINT}, 2 Insufficient cpu." + preemption_note(
         1, 2
     )
-    ev = b.wait_event(core, namespace, "big", "FailedScheduling", 60)
+    ev = wait_event(core, namespace, "big", "FailedScheduling", 60)
     assert ev["message"] == expected
-    assert b.instance_pod(ev.get("reportingInstance") or "") in ours
+    assert instance_pod(ev.get("reportingInstance") or "") in ours
     pod = wait_pod(
         core,
         namespace,
         "big",
-        lambda p: (b.condition(p, "PodScheduled") or {}).get("status") == "False",
+        lambda p: (condition(p, "PodScheduled") or {}).get("status") == "False",
         "PodScheduled=False",
         30,
     )
-    cond = b.condition(pod, "PodScheduled")
+    cond = condition(pod, "PodScheduled")
     assert (cond["reason"], cond["message"]) == ("Unschedulable", expected)
     freed = workers[0]
     t0 = time.monotonic()
     core.delete_namespaced_pod(f"hold-{freed}", namespace, grace_period_seconds=0)
-    bound = b.wait_bound(core, namespace, "big", 60)
+    bound = wait_bound(core, namespace, "big", 60)
     took = time.monotonic() - t0
     assert bound["spec"]["nodeName"] == freed
-    assert_bound_by_ours(core, namespace, "big", ours)
+    assert_bound_by(core, namespace, "big", ours, 30)
     record("workloads", "unschedulable_bound_after_room_freed_s", took)

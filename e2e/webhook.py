@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from e2e.kube import docker_exec
+from e2e.nodes import docker_exec
 from scheduler.serving.tls import self_signed_certificate
 from tests.webhook import BindingWebhook, Refusal, WebhookTLS, WriteWebhook
 
