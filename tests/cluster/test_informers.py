@@ -151,8 +151,24 @@ def test_bookmarks_and_server_timeouts_rewatch_without_relisting(admin) -> None:
         assert inf.wait_for_sync(10)
         list_rv = int(inf.resource_version)
         node = make_node(admin)
+        name = node["metadata"]["name"]
+
+        def bookmarked_and_rewatched() -> bool:
+            if inf.stats.watches >= 2 and inf.stats.bookmarks >= 1:
+                return True
+            # The server bookmarks a watch only once the resource moved past its start: keep it
+            # moving, so a watch that began after the last change (a slow machine) gets one too.
+            api_request(
+                admin,
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                body={"metadata": {"labels": {"tick": str(time.monotonic_ns())}}},
+                content_type="application/merge-patch+json",
+            )
+            return False
+
         # 30 s: a few watch periods even when the test API server shares a busy machine.
-        poll(lambda: inf.stats.watches >= 2 and inf.stats.bookmarks >= 1, 30, "a bookmark and a rewatch")
+        poll(bookmarked_and_rewatched, 30, "a bookmark and a rewatch", interval=1.0)
         assert inf.stats.lists == 1 and inf.stats.expired == 0 and inf.stats.watch_errors == 0, inf.stats
         assert int(inf.bookmark_resource_version) >= int(node["metadata"]["resourceVersion"]) > list_rv
     finally:
