@@ -18,12 +18,16 @@ import yaml
 
 from bench import contenders as ct
 from bench import kwok, load, machine, prom, report
+from bench import workloads as wl
 from bench.procstat import sample
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.deploy.values import load_values
 
 REPO = Path(__file__).resolve().parent.parent
 logger = logging.getLogger("bench")
+
+STREAM, BACKLOG = report.STREAM, report.BACKLOG
+MODES = (STREAM, BACKLOG)
 
 
 class Progress:
@@ -61,6 +65,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--contenders",
         default="",
         help=f"comma-separated, from: {', '.join(c.name for c in ct.ALL)} (default: all)",
+    )
+    p.add_argument(
+        "--workloads",
+        default=",".join(w.name for w in wl.ALL),
+        help=f"comma-separated, from: {', '.join(w.name for w in wl.ALL)} (default: all)",
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated: stream (pods created while the contender runs), backlog (all pods "
+        "Pending before it starts; how fast it drains them) (default: both)",
     )
     p.add_argument("--kwok", required=True, help="the kwok binary")
     p.add_argument("--kwok-stages", nargs="+", type=Path, required=True, help="kwok Stage files")
@@ -100,6 +115,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown contender(s) {', '.join(unknown)}; expected some of {', '.join(ct.BY_NAME)}")
     ns.contender_names = names
+    ns.workload_names = [w.strip() for w in ns.workloads.split(",") if w.strip()]
+    if not ns.workload_names or [w for w in ns.workload_names if w not in wl.BY_NAME]:
+        p.error(f"--workloads: expected some of {', '.join(wl.BY_NAME)}, got {ns.workloads!r}")
+    ns.mode_names = [m.strip() for m in ns.modes.split(",") if m.strip()]
+    if not ns.mode_names or [m for m in ns.mode_names if m not in MODES]:
+        p.error(f"--modes: expected some of {', '.join(MODES)}, got {ns.modes!r}")
     if ns.runs < 1 or ns.nodes < 1 or ns.pods < 1:
         p.error("--runs, --nodes and --pods must be positive")
     kinds = {ct.BY_NAME[n].kind for n in names}
@@ -208,19 +229,36 @@ class Bench:
 
     # --- one run ------------------------------------------------------------------------------
 
-    def run_one(self, c: ct.Contender, run: int, setup: ct.Setup) -> dict[str, Any]:
+    def run_one(
+        self, c: ct.Contender, run: int, setup: ct.Setup, workload: wl.Workload, mode: str
+    ) -> dict[str, Any]:
+        """One run of ``c`` on ``workload``'s pods. stream: the pods are created while it runs,
+        from ``t0``; backlog: all are created (Pending) first, and ``t0`` is when it is started."""
         a = self.args
-        tag = f"{run}/{a.runs} {c.name}"
+        tag = f"{run}/{a.runs} {c.name} ({workload.name}, {mode})"
+        case = f"{workload.name}-{mode}"
         load.delete_pods(self.api, c.namespace)
         kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
-        running = ct.start(c, setup, f"run{run}")
+        observer = load.Observer(a.kubeconfig, c.namespace)
+        shape = wl.Shape(a.nodes, a.pods)
+        creator = load.Creator(
+            a.kubeconfig,
+            c.namespace,
+            lambda i: workload.pod(i, c.scheduler_name, shape),
+            a.pods,
+            a.create_workers,
+        )
+        if mode == BACKLOG:
+            observer.start()
+            self._create_backlog(creator, tag)
+        t0 = time.time()
+        running = ct.start(c, setup, f"run{run}-{case}")
         profiler: subprocess.Popen[bytes] | None = None
         wall_limit_hit = False
         try:
             running.wait_ready()
-            observer = load.Observer(a.kubeconfig, c.namespace)
-            observer.start()
-            creator = load.Creator(a.kubeconfig, c.namespace, c.scheduler_name, a.pods, a.create_workers)
+            if mode == STREAM:
+                observer.start()
             if a.py_spy and c.kind == "ours":
                 profiler = subprocess.Popen(
                     [
@@ -233,15 +271,16 @@ class Bench:
                         "--format",
                         "raw",
                         "--output",
-                        str(self.workdir / f"{c.name}-run{run}.pyspy.txt"),
+                        str(self.workdir / f"{c.name}-run{run}-{case}.pyspy.txt"),
                         "--nonblocking",
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
             before = sample(running.pid)
-            t0 = time.time()
-            creator.start()
+            if mode == STREAM:
+                t0 = time.time()
+                creator.start()
             last_bound, last_change = 0, time.monotonic()
             last_rate_t, last_rate_b = time.monotonic(), 0
             rate = 0.0
@@ -286,11 +325,15 @@ class Bench:
                     profiler.kill()
         server = load.server_times(self.api, c.namespace)
         events = load.scheduled_events(self.api, c.namespace, t0)
-        self._save_raw(c, run, t0, watch, server)
+        self._save_raw(c, run, case, t0, watch, server)
         st = creator.stats
+        if mode == BACKLOG and after is not None:
+            before = None  # the whole process is the run: its start lists the backlog
         fig = report.run_figures(
             contender=c.name,
             run=run,
+            workload=workload.name,
+            mode=mode,
             pods=a.pods,
             create={"created": st.created, "failed": st.failed, "rate": st.rate},
             watch=watch,
@@ -306,20 +349,43 @@ class Bench:
         if st.errors:
             fig["create_errors"] = st.errors
         lw = fig["latency_watch_s"]
+        timing = (
+            f"drained {fig['last_bind_after_s']}s after the start (first bind {fig['first_bind_after_s']}s)"
+            if mode == BACKLOG
+            else f"latency p50/p99 {lw['p50']}/{lw['p99']}s (watch)"
+        )
         self.progress.say(
             f"run {tag}: {fig['bound_watch']}/{a.pods} bound, {fig['pods_per_s']} pods/s, "
-            f"latency p50/p99 {lw['p50']}/{lw['p99']}s (watch), CPU {fig['cpu_s']}s, "
-            f"peak RSS {fig['peak_rss_mib']} MiB; created at {fig['create_rate']}/s; "
-            f"{events} Scheduled events"
+            f"{timing}, CPU {fig['cpu_s']}s, peak RSS {fig['peak_rss_mib']} MiB; "
+            f"created at {fig['create_rate']}/s; {events} Scheduled events"
         )
         took = load.delete_pods(self.api, c.namespace)
         logger.debug("deleted pods in %.1fs", took)
         return fig
 
+    def _create_backlog(self, creator: load.Creator, tag: str) -> None:
+        """Create every pod with no contender running; return once all are created."""
+        creator.start()
+        while not creator.done():
+            st = creator.stats
+            self.progress.status(f"run {tag}: creating the backlog, {st.created}/{creator.count} Pending")
+            creator.join(0.5)  # the tick of the status line
+        st = creator.stats
+        self.progress.say(
+            f"run {tag}: {st.created} pods Pending ({st.failed} failed) at {st.rate:.0f}/s; starting it"
+        )
+
     def _save_raw(
-        self, c: ct.Contender, run: int, t0: float, watch: load.WatchTimes, server: load.ServerTimes
+        self,
+        c: ct.Contender,
+        run: int,
+        case: str,
+        t0: float,
+        watch: load.WatchTimes,
+        server: load.ServerTimes,
     ) -> None:
         raw = {
+            "case": case,
             "t0": t0,
             "seen": watch.seen,
             "bound": watch.bound,
@@ -327,7 +393,7 @@ class Bench:
             "scheduled": server.scheduled,
             "nodes": server.nodes,
         }
-        (self.workdir / f"{c.name}-run{run}.pods.json").write_text(json.dumps(raw), encoding="utf-8")
+        (self.workdir / f"{c.name}-run{run}-{case}.pods.json").write_text(json.dumps(raw), encoding="utf-8")
 
     # --- all --------------------------------------------------------------------------------
 
@@ -342,15 +408,17 @@ class Bench:
         tools["prometheus"] = [a.prometheus, "--version"]
         desc = machine.describe(version.get("gitVersion", ""), tools)
         self.progress.say(
-            f"{a.nodes} nodes, {a.pods} pods, {a.runs} run(s) of {', '.join(c.name for c in self.contenders)}"
+            f"{a.nodes} nodes, {a.pods} pods, {a.runs} run(s) of {', '.join(c.name for c in self.contenders)}; "
+            f"workloads {', '.join(a.workload_names)}; modes {', '.join(a.mode_names)}"
         )
         try:
             setup = self.setup()
             for run in range(1, a.runs + 1):
                 # Alternate the order, so no contender always runs right after the same one.
                 order = self.contenders if run % 2 else list(reversed(self.contenders))
-                for c in order:
-                    self.runs.append(self.run_one(c, run, setup))
+                cases = [(wl.BY_NAME[w], m, c) for w in a.workload_names for m in a.mode_names for c in order]
+                for workload, mode, c in cases:
+                    self.runs.append(self.run_one(c, run, setup, workload, mode))
                     (self.workdir / "runs.json").write_text(json.dumps(self.runs, indent=1), encoding="utf-8")
                     # Rest on purpose (--settle): the API server and etcd finish with the last run (its
                     # deleted pods, the controllers' and kwok's follow-up writes) before the next starts.
@@ -358,8 +426,7 @@ class Bench:
         finally:
             self.teardown()
         names = [c.name for c in self.contenders]
-        summary = report.summarize(self.runs, names)
-        ratio_rows = report.ratios(self.runs, names)
+        cases = report.cases(self.runs, names, a.workload_names, a.mode_names, a.nodes, a.pods)
         doc = {
             "started": started,
             "duration_s": round(time.monotonic() - t_start, 1),
@@ -367,8 +434,11 @@ class Bench:
                 "nodes": a.nodes,
                 "pods": a.pods,
                 "runs": a.runs,
+                "workloads": {w: wl.BY_NAME[w].describe for w in a.workload_names},
+                "modes": a.mode_names,
                 "contenders": names,
-                "pod_requests": {"cpu": load.POD_CPU, "memory": load.POD_MEMORY},
+                "pod_requests": {"cpu": wl.POD_CPU, "memory": wl.POD_MEMORY},
+                "zones": kwok.ZONES,
                 "node_allocatable": {
                     "cpu": kwok.NODE_CPU,
                     "memory": kwok.NODE_MEMORY,
@@ -380,9 +450,7 @@ class Bench:
             "machine": desc,
             "load_average_at_end": machine.load_average(),
             "note": a.note,
-            "summary": summary,
-            "ratios": ratio_rows,
-            "goals": report.goals(summary, ratio_rows, a.nodes, a.pods),
+            "cases": cases,
             "runs": self.runs,
         }
         paths = report.write(doc, a.out)

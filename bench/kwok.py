@@ -54,6 +54,15 @@ POD_CIDR = "10.128.0.0/14"
 """Pod IPs kwok hands out (kind's pods use 10.244.0.0/16, its Services 10.96.0.0/12)."""
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONES = 10
+"""The kwok nodes' zones, round robin (for the workloads that spread or prefer by zone)."""
+
+
+def zone_of(i: int) -> str:
+    return f"zone-{i % ZONES}"
+
+
 def node_name(i: int) -> str:
     return f"{NODE_PREFIX}{i:05d}"
 
@@ -72,7 +81,7 @@ def node_body(i: int) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "annotations": {ANNOTATION: ANNOTATION_VALUE, "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {LABEL: "true", "kubernetes.io/hostname": name, "type": "kwok"},
+            "labels": {LABEL: "true", "kubernetes.io/hostname": name, "type": "kwok", ZONE_LABEL: zone_of(i)},
         },
         "spec": {"taints": [TAINT]},
         # Kept on create (the API server drops a new node's status only in part):
@@ -121,10 +130,32 @@ def ensure_nodes(
     """Exactly ``count`` bench nodes, all Ready (extra ones from an earlier, larger run are
     deleted). Returns the seconds it took."""
     start = time.monotonic()
-    existing = {n["metadata"]["name"] for n in list_bench_nodes(api)}
+    listed = list_bench_nodes(api)
+    existing = {n["metadata"]["name"] for n in listed}
     wanted = {node_name(i): i for i in range(count)}
     missing = [i for name, i in wanted.items() if name not in existing]
     extra = sorted(existing - set(wanted))
+    unzoned = [  # kept from a run before the nodes had zones
+        wanted[n["metadata"]["name"]]
+        for n in listed
+        if n["metadata"]["name"] in wanted and ZONE_LABEL not in (n["metadata"].get("labels") or {})
+    ]
+
+    def label_zone(i: int) -> None:
+        patch = {"metadata": {"labels": {ZONE_LABEL: zone_of(i)}}}
+        call_with_retries(
+            lambda: api_request(
+                api,
+                "PATCH",
+                f"/api/v1/nodes/{node_name(i)}",
+                body=patch,
+                content_type="application/merge-patch+json",
+                timeout=(5, 30),
+            ),
+            what="label node",
+            attempts=8,
+            max_seconds=120,
+        )
 
     def create(i: int) -> None:
         body = node_body(i)
@@ -155,6 +186,9 @@ def ensure_nodes(
         if extra:
             progress(f"deleting {len(extra)} kwok nodes beyond {count}")
             list(pool.map(delete, extra))
+        if unzoned:
+            progress(f"labelling {len(unzoned)} kwok nodes with their zones")
+            list(pool.map(label_zone, unzoned))
 
     wait_ready(api, count, timeout=timeout, progress=progress)
     return time.monotonic() - start

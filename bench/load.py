@@ -28,7 +28,6 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from bench.kwok import LABEL, TOLERATION
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.informers import Informer
 from scheduler.cluster.retry import call_with_retries
@@ -38,39 +37,8 @@ from scheduler.polling import PollTimeoutError, poll
 
 logger = logging.getLogger(__name__)
 
-POD_CPU = "100m"
-POD_MEMORY = "128Mi"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 PART_OF = ("app.kubernetes.io/part-of", "dynamic-scheduler-bench")
 """The label of the bench's namespaces."""
-
-
-def pod_name(i: int) -> str:
-    return f"bench-{i:05d}"
-
-
-def pod_body(i: int, scheduler_name: str) -> dict[str, Any]:
-    """The one pod template every contender gets (only schedulerName differs)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name(i), "labels": {"app": "bench"}},
-        "spec": {
-            "schedulerName": scheduler_name,
-            "nodeSelector": {LABEL: "true"},
-            "tolerations": [TOLERATION],
-            "containers": [
-                {
-                    "name": "pause",
-                    "image": PAUSE_IMAGE,
-                    "resources": {"requests": {"cpu": POD_CPU, "memory": POD_MEMORY}},
-                }
-            ],
-            "terminationGracePeriodSeconds": 0,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-        },
-    }
 
 
 # --- namespaces ---------------------------------------------------------------------------------
@@ -309,17 +277,17 @@ class CreateStats:
 
 
 class Creator:
-    """Creates pods 0..count-1 from ``workers`` threads through one client whose limiter
-    does not limit (QPS and burst 5000), retrying 429/5xx; runs in the background."""
+    """Creates pods 0..count-1 (``body(i)``) from ``workers`` threads through one client whose
+    limiter does not limit (QPS and burst 5000), retrying 429/5xx; runs in the background."""
 
     def __init__(
-        self, kubeconfig: str, namespace: str, scheduler_name: str, count: int, workers: int
+        self, kubeconfig: str, namespace: str, body: Callable[[int], dict[str, Any]], count: int, workers: int
     ) -> None:
         self.api = new_api_client(
             ClientOptions(kubeconfig=kubeconfig, qps=5000, burst=5000, pool_maxsize=workers + 4)
         )
         self.namespace = namespace
-        self.scheduler_name = scheduler_name
+        self.body = body
         self.count = count
         self.workers = workers
         self.stats = CreateStats()
@@ -327,7 +295,7 @@ class Creator:
         self._thread: threading.Thread | None = None
 
     def _create(self, i: int) -> None:
-        body = pod_body(i, self.scheduler_name)
+        body = self.body(i)
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         try:
             call_with_retries(

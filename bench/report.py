@@ -13,6 +13,8 @@ import numpy as np
 from bench.contenders import BY_NAME
 from bench.load import ServerTimes, WatchTimes
 
+STREAM, BACKLOG = "stream", "backlog"
+"""How a run creates its pods: while the contender runs, or all before it starts."""
 PERCENTILES = (50, 90, 99)
 CDF_POINTS = 201
 GOAL_RSS_MIB = 300
@@ -33,6 +35,8 @@ def run_figures(
     *,
     contender: str,
     run: int,
+    workload: str = "basic",
+    mode: str = STREAM,
     pods: int,
     create: dict[str, Any],
     watch: WatchTimes,
@@ -43,7 +47,11 @@ def run_figures(
     t0: float,
     wall_limit_hit: bool,
 ) -> dict[str, Any]:
-    """One contender's figures for one run. ``t0`` is when the first create was sent."""
+    """One contender's figures for one run. ``t0``: in stream mode when the first create was sent;
+    in backlog mode when the contender was started, every pod Pending already (its CPU is then
+    the whole process's, ``cpu_total``, since its start reads the backlog)."""
+    if mode == BACKLOG:
+        cpu_window = cpu_total
     binds = sorted(watch.bound.values())
     watch_lat = [watch.bound[n] - watch.seen[n] for n in watch.bound if n in watch.seen]
     server_lat = [server.scheduled[n] - server.created[n] for n in server.scheduled if n in server.created]
@@ -64,6 +72,8 @@ def run_figures(
     return {
         "contender": contender,
         "run": run,
+        "workload": workload,
+        "mode": mode,
         "pods": pods,
         "created": create["created"],
         "create_failed": create["failed"],
@@ -93,7 +103,8 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def summarize(runs: list[dict[str, Any]], contenders: list[str]) -> dict[str, dict[str, Any]]:
-    """Per contender: the median over runs of each figure (peak RSS: also the max)."""
+    """Per contender: the median over runs of each figure (peak RSS: also the max). The runs are
+    of one mode (:func:`by_mode`)."""
     out = {}
     for name in contenders:
         rs = [r for r in runs if r["contender"] == name]
@@ -103,6 +114,8 @@ def summarize(runs: list[dict[str, Any]], contenders: list[str]) -> dict[str, di
             "runs": len(rs),
             "complete_runs": sum(1 for r in rs if r["complete"]),
             "pods_per_s": _median([r["pods_per_s"] for r in rs]),
+            "first_bind_after_s": _median([r.get("first_bind_after_s") for r in rs]),
+            "last_bind_after_s": _median([r.get("last_bind_after_s") for r in rs]),
             "create_rate": _median([r["create_rate"] for r in rs]),
             "cpu_s": _median([r["cpu_s"] for r in rs]),
             "scheduled_events": _median([r.get("scheduled_events") for r in rs]),
@@ -235,6 +248,43 @@ def goals(
     return out
 
 
+def cases(
+    runs: list[dict[str, Any]],
+    contenders: list[str],
+    workloads: list[str],
+    modes: list[str],
+    nodes: int,
+    pods: int,
+) -> list[dict[str, Any]]:
+    """Per workload and mode: the summary, the ratios and the goals of its runs. The goals are
+    the stream mode's (they are set for pods created at a steady rate); a backlog's figures are
+    reported beside them."""
+    out = []
+    for workload in workloads:
+        for mode in modes:
+            rs = [r for r in runs if r.get("workload", "basic") == workload and r.get("mode", STREAM) == mode]
+            summary = summarize(rs, contenders)
+            ratio_rows = ratios(rs, contenders)
+            out.append(
+                {
+                    "workload": workload,
+                    "mode": mode,
+                    "summary": summary,
+                    "ratios": ratio_rows,
+                    "goals": goals(summary, ratio_rows, nodes, pods) if mode == STREAM else [],
+                }
+            )
+    return out
+
+
+def case_runs(runs: list[dict[str, Any]], case: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in runs
+        if r.get("workload", "basic") == case["workload"] and r.get("mode", STREAM) == case["mode"]
+    ]
+
+
 # --- outputs ------------------------------------------------------------------------------------
 
 
@@ -250,9 +300,9 @@ def _lat(d: dict[str, Any]) -> str:
     return " / ".join(_fmt(d[f"p{p}"]) for p in PERCENTILES)
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def _header(doc: dict[str, Any]) -> list[str]:
     cfg, m = doc["config"], doc["machine"]
-    lines = [
+    return [
         f"### {cfg['nodes']} kwok nodes, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
         "",
         f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min on {m['cpu_model']}, {m['cores']} cores, "
@@ -260,17 +310,22 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{m.get('kwok', '')}, {m.get('kube_scheduler', '')}, Python {m['python']}. "
         f"Load average at start {m['load_average_at_start']}, at end {doc.get('load_average_at_end')}"
         + (f". {doc['note']}" if doc.get("note") else "."),
-        "",
-        "Medians over the runs. pods/s: first to last bind as the watch saw them. Latency: creation to "
-        "bind, in seconds, watch-observed (sub-second) and server-side (whole seconds, from "
-        "creationTimestamp and PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds "
-        "from the first create to the last bind. RSS: peak (VmHWM) of the process.",
+    ]
+
+
+def _stream_table(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "**Stream**: the pods are created while the contender runs. Medians over the runs. pods/s: "
+        "first to last bind as the watch saw them. Latency: creation to bind, in seconds, "
+        "watch-observed (sub-second) and server-side (whole seconds, from creationTimestamp and "
+        "PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds from the first create "
+        "to the last bind. RSS: peak (VmHWM) of the process.",
         "",
         "| contender | client QPS/burst | pods/s | latency p50 / p90 / p99, watch (s) | latency p50 / p90 / p99, "
         "server (s) | CPU s | peak RSS MiB | complete runs | pods created/s | Scheduled events |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, s in doc["summary"].items():
+    for name, s in summary.items():
         c = BY_NAME[name]
         lines.append(
             f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_lat(s['latency_watch_s'])} | "
@@ -278,16 +333,42 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{s['complete_runs']}/{s['runs']} | {_fmt(s['create_rate'], 0)} | "
             f"{_fmt(s.get('scheduled_events'), 0)} |"
         )
-    if doc["ratios"]:
+    return lines
+
+
+def _backlog_table(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        "**Backlog**: every pod is Pending before the contender starts, as after a restart or a big "
+        "rollout. Medians over the runs. pods/s: first to last bind. Drained: seconds from the "
+        "contender's start to the last bind (its start, cache sync and leader election included). "
+        "CPU: the whole process's, start included.",
+        "",
+        "| contender | client QPS/burst | pods/s | first bind (s) | drained (s) | CPU s | peak RSS MiB | "
+        "complete runs | Scheduled events |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, s in summary.items():
+        c = BY_NAME[name]
+        lines.append(
+            f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_fmt(s.get('first_bind_after_s'), 1)} | "
+            f"{_fmt(s.get('last_bind_after_s'), 1)} | {_fmt(s['cpu_s'], 1)} | {_fmt(s['peak_rss_mib'], 0)} | "
+            f"{s['complete_runs']}/{s['runs']} | {_fmt(s.get('scheduled_events'), 0)} |"
+        )
+    return lines
+
+
+def _ratio_and_goal_tables(part: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if part["ratios"]:
         lines += ["", "| ours | versus | ratio of | median | per run |", "| --- | --- | --- | ---: | --- |"]
-        for r in doc["ratios"]:
+        for r in part["ratios"]:
             lines.append(
                 f"| {r['ours']} | {r['versus']} | {r['metric']} | {_fmt(r['median'])} | "
                 f"{', '.join(_fmt(x) for x in r['per_run'])} |"
             )
-    if doc["goals"]:
+    if part["goals"]:
         lines += ["", "| goal | value | target | result |", "| --- | ---: | --- | --- |"]
-        for g in doc["goals"]:
+        for g in part["goals"]:
             result = {True: "met", False: "**missed**", None: "not evaluated"}[g["met"]]
             if g.get("note"):
                 result += f" ({g['note']})"
@@ -295,45 +376,76 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(
                 f"| {g['goal']} | {_fmt(v, 3 if isinstance(v, float) and v < 10 else 1)} | {g['target']} | {result} |"
             )
+    return lines
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = _header(doc)
+    described = doc["config"].get("workloads") or {}
+    for case in doc["cases"]:
+        table = _backlog_table if case["mode"] == BACKLOG else _stream_table
+        what = described.get(case["workload"])
+        lines += [
+            "",
+            f"#### {case['workload']}, {case['mode']}" + (f" ({what})" if what else ""),
+            "",
+            *table(case["summary"]),
+            *_ratio_and_goal_tables(case),
+        ]
     return "\n".join(lines) + "\n"
 
 
 def chart(doc: dict[str, Any], path: Path) -> None:
+    """One row per workload: the stream's latency CDF and throughput, and the backlog's drain,
+    each from the median run of every contender."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5.5))
-    for name in doc["summary"]:
-        r = median_run(doc["runs"], name)
-        if r is None:
-            continue
-        cdf = r["latency_watch_cdf_s"]
-        if cdf:
-            ax1.plot(cdf, np.linspace(0, 1, len(cdf)), label=name)
-        tl = r["timeline_binds_per_s"]
-        if tl:
-            ax2.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+    workloads = list(dict.fromkeys(c["workload"] for c in doc["cases"]))
+    by_key = {(c["workload"], c["mode"]): c for c in doc["cases"]}
+    fig, axes = plt.subplots(len(workloads), 3, figsize=(21, 5 * len(workloads)), squeeze=False)
+    for row, workload in zip(axes, workloads, strict=True):
+        lat, through, drain = row
+        stream, backlog = by_key.get((workload, STREAM)), by_key.get((workload, BACKLOG))
+        for name in (stream or {}).get("summary", {}):
+            r = median_run(case_runs(doc["runs"], stream), name) if stream else None
+            if r is None:
+                continue
+            if r["latency_watch_cdf_s"]:
+                cdf = r["latency_watch_cdf_s"]
+                lat.plot(cdf, np.linspace(0, 1, len(cdf)), label=name)
+            if r["timeline_binds_per_s"]:
+                tl = r["timeline_binds_per_s"]
+                through.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+        for name in (backlog or {}).get("summary", {}):
+            r = median_run(case_runs(doc["runs"], backlog), name) if backlog else None
+            if r is not None and r["timeline_binds_per_s"]:
+                tl = r["timeline_binds_per_s"]
+                drain.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+        lat.set_xscale("log")
+        lat.set_xlabel("creation to bind, watch-observed (s, log scale)")
+        lat.set_ylabel("fraction of pods")
+        lat.set_title(f"{workload}, stream: latency CDF (median run)")
+        through.set_xlabel("seconds since the first pod was created")
+        through.set_ylabel("binds per second")
+        through.set_title(f"{workload}, stream: throughput (median run)")
+        drain.set_xlabel("seconds since the contender started, every pod Pending")
+        drain.set_ylabel("binds per second")
+        drain.set_title(f"{workload}, backlog: drain (median run)")
+        for ax in row:
+            ax.grid(True, which="both", alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
     cfg = doc["config"]
-    ax1.set_xscale("log")
-    ax1.set_xlabel("creation to bind, watch-observed (s, log scale)")
-    ax1.set_ylabel("fraction of pods")
-    ax1.set_title("Latency CDF (median run of each contender)")
-    ax1.grid(True, which="both", alpha=0.3)
-    ax1.legend(fontsize=8)
-    ax2.set_xlabel("seconds since the first pod was created")
-    ax2.set_ylabel("binds per second")
-    ax2.set_title("Throughput over time (median run)")
-    ax2.grid(True, alpha=0.3)
-    ax2.legend(fontsize=8)
     fig.suptitle(
         f"{cfg['nodes']} kwok nodes, {cfg['pods']} pods — {doc['machine']['cpu_model']}, "
         f"{doc['machine']['cores']} cores ({doc['started']})",
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 

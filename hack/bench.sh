@@ -2,7 +2,8 @@
 # make bench: scheduling throughput and latency of dynamic-scheduler against
 # kube-scheduler and a raw binder, on kwok nodes in the kind cluster
 # (python -m bench; see the README's "Benchmark"). Variables: BENCH_NODES,
-# BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_ARGS (more flags of python -m bench).
+# BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_WORKLOADS (basic,affinity,spread), BENCH_MODES
+# (stream,backlog), BENCH_ARGS (more flags of python -m bench).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
@@ -29,6 +30,8 @@ args=(--kubeconfig "$KUBECONFIG" --nodes "${BENCH_NODES:-1000}" --pods "${BENCH_
       --runs "${BENCH_RUNS:-3}" --kwok "$kwok" --kwok-stages "${stages[@]}"
       --kube-scheduler "$kube_scheduler" --rawbinder "$rawbinder")
 [[ -n ${BENCH_CONTENDERS:-} ]] && args+=(--contenders "$BENCH_CONTENDERS")
+[[ -n ${BENCH_WORKLOADS:-} ]] && args+=(--workloads "$BENCH_WORKLOADS")
+[[ -n ${BENCH_MODES:-} ]] && args+=(--modes "$BENCH_MODES")
 log "benchmark on cluster $KIND_CLUSTER: ${BENCH_NODES:-1000} kwok nodes, ${BENCH_PODS:-5000} pods, ${BENCH_RUNS:-3} runs"
 # BENCH_ARGS is split as the shell would (quotes kept): BENCH_ARGS="--note 'a sentence'".
 eval "set -- ${BENCH_ARGS:-}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import goals, markdown, ratios, summarize
+from bench.report import BACKLOG, STREAM, cases, chart, goals, markdown, ratios, summarize
 
 CONTENDERS = ["ours-qps5000", "kube-scheduler-qps5000", "raw-binder", "raw-binder-events"]
 
@@ -70,9 +70,64 @@ def test_a_missed_ratio_goal_shows_the_digit_that_misses() -> None:
         ),
         "started": "now",
         "duration_s": 60,
-        "summary": summary,
-        "ratios": ratios(runs, names),
-        "goals": goals(summary, ratios(runs, names), 1000, 5000),
+        "cases": [
+            {
+                "workload": "basic",
+                "mode": STREAM,
+                "summary": summary,
+                "ratios": ratios(runs, names),
+                "goals": goals(summary, ratios(runs, names), 1000, 5000),
+            }
+        ],
     }
     rows = [ln for ln in markdown(doc).splitlines() if ln.startswith("| ours-qps5000 pods/s >=")]
     assert rows == ["| ours-qps5000 pods/s >= kube-scheduler-qps5000's | 0.996 | >= 1.0 | **missed** |"]
+
+
+MACHINE = dict.fromkeys(
+    ("cpu_model", "cores", "memory_gib", "kernel", "kubernetes", "python", "load_average_at_start"), "x"
+)
+
+
+def test_each_workload_and_mode_is_summarized_apart_and_only_streams_set_goals(tmp_path) -> None:
+    stream = [r | {"workload": "basic", "mode": STREAM} for r in RUNS]
+    backlog = [
+        run(c, n, rate * 3)
+        | {"workload": "basic", "mode": BACKLOG, "first_bind_after_s": 2.0, "last_bind_after_s": 9.0}
+        for c, n, rate in (("ours-qps5000", 1, 300.0), ("kube-scheduler-qps5000", 1, 200.0))
+    ]
+    spread = [run("ours-qps5000", 1, 50.0) | {"workload": "spread", "mode": STREAM}]
+    got = cases(stream + backlog + spread, CONTENDERS, ["basic", "spread"], [STREAM, BACKLOG], 1000, 5000)
+    by_key = {(c["workload"], c["mode"]): c for c in got}
+    assert list(by_key) == [("basic", STREAM), ("basic", BACKLOG), ("spread", STREAM), ("spread", BACKLOG)]
+    assert by_key[("basic", STREAM)]["summary"]["ours-qps5000"]["pods_per_s"] == 90
+    assert by_key[("basic", BACKLOG)]["summary"]["ours-qps5000"]["pods_per_s"] == 900
+    assert by_key[("spread", STREAM)]["summary"]["ours-qps5000"]["pods_per_s"] == 50
+    assert by_key[("spread", BACKLOG)]["summary"] == {}
+    rows = {(r["versus"], r["metric"]): r for r in by_key[("basic", BACKLOG)]["ratios"]}
+    assert rows[("kube-scheduler-qps5000", "pods/s")]["median"] == 1.5
+    assert by_key[("basic", STREAM)]["goals"] and by_key[("basic", BACKLOG)]["goals"] == []
+    doc = {
+        "config": {
+            "nodes": 1000,
+            "pods": 5000,
+            "runs": 3,
+            "workloads": {"basic": "plain", "spread": "zones"},
+        },
+        "machine": MACHINE,
+        "started": "now",
+        "duration_s": 60,
+        "cases": got,
+        "runs": stream + backlog + spread,
+    }
+    text = markdown(doc)
+    assert (
+        text.index("#### basic, stream (plain)")
+        < text.index("#### basic, backlog")
+        < text.index("#### spread")
+    )
+    assert "| ours-qps5000 | 5000/5000 | 900.0 | 2.0 | 9.0 |" in text
+    for r in doc["runs"]:
+        r.update(latency_watch_cdf_s=[0.1, 0.2], timeline_binds_per_s=[3, 4])
+    chart(doc, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").stat().st_size > 0
