@@ -27,7 +27,6 @@ a worker reads as the share of the machine it gets. Figures go to
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -49,7 +48,7 @@ from e2e.metrics import scheduler_metrics
 from e2e.nodes import HOSTNAME_LABEL, cluster_nodes
 from e2e.pods import pod_body, wait_bound, wait_pods_gone
 from e2e.schedulers import our_pod_names, wait_leading, wait_ours_hold
-from scheduler.deploy.prometheus import kubelet_address, query
+from scheduler.deploy.prometheus import kubelet_address, prometheus_get, query
 from scheduler.polling import poll
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -231,19 +230,7 @@ def test_prometheus_scrapes_each_kubelet_directly(
     seen: list[Any] = []
 
     def targets() -> bool:
-        resp = api.call_api(
-            f"/api/v1/namespaces/{PROM_NS}/services/prometheus:9090/proxy/api/v1/targets",
-            "GET",
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-            _request_timeout=30,
-        )
-        try:
-            seen[:] = json.loads(resp.data)["data"]["activeTargets"]
-        finally:
-            resp.release_conn()
+        seen[:] = prometheus_get(api, PROM_NS, "/api/v1/targets")["data"]["activeTargets"]
         return want == sorted(
             (t["labels"]["job"], t["labels"]["node"], t["labels"]["instance"], t["scrapeUrl"], t["health"])
             for t in seen

@@ -55,12 +55,14 @@ def list_nodes(api: ApiClient) -> list[Any]:
     return sorted(CoreV1Api(api).list_node(_request_timeout=30).items, key=lambda n: n.metadata.name)
 
 
-def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
-    """An instant query through the API server's service proxy; the result vector."""
+def prometheus_get(
+    api: ApiClient, namespace: str, path: str, params: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    """``GET`` of Prometheus's HTTP API (``/api/v1/...``) through the API server's service proxy."""
     resp = api.call_api(
-        f"/api/v1/namespaces/{namespace}/services/prometheus:9090/proxy/api/v1/query",
+        f"/api/v1/namespaces/{namespace}/services/prometheus:9090/proxy{path}",
         "GET",
-        query_params=[("query", promql)],
+        query_params=params or [],
         header_params={"Accept": "application/json"},
         auth_settings=["BearerToken"],
         _preload_content=False,
@@ -68,9 +70,14 @@ def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
         _request_timeout=30,
     )
     try:
-        body = json.loads(resp.data)
+        return dict(json.loads(resp.data))
     finally:
         resp.release_conn()
+
+
+def query(api: ApiClient, namespace: str, promql: str) -> list[dict[str, Any]]:
+    """An instant query through the API server's service proxy; the result vector."""
+    body = prometheus_get(api, namespace, "/api/v1/query", [("query", promql)])
     if body.get("status") != "success":
         raise DeployError(f"Prometheus answered {body.get('errorType')}: {body.get('error')}")
     return body["data"]["result"]
