@@ -106,6 +106,8 @@ def test_each_workload_and_mode_is_summarized_apart_and_only_streams_set_goals(t
     assert by_key[("spread", BACKLOG)]["summary"] == {}
     rows = {(r["versus"], r["metric"]): r for r in by_key[("basic", BACKLOG)]["ratios"]}
     assert rows[("kube-scheduler-qps5000", "pods/s")]["median"] == 1.5
+    assert rows[("kube-scheduler-qps5000", "drained (s)")]["median"] == 1.0
+    assert not [m for _, m in rows if "latency" in m]  # a backlog pod's latency is its wait
     assert by_key[("basic", STREAM)]["goals"] and by_key[("basic", BACKLOG)]["goals"] == []
     doc = {
         "config": {
