@@ -240,7 +240,7 @@ class Bench:
         load.delete_pods(self.api, c.namespace)
         kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
         observer = load.Observer(a.kubeconfig, c.namespace)
-        shape = wl.Shape(a.nodes, a.pods)
+        shape = wl.Shape(a.nodes, a.pods, prefix=f"r{run}-{case}")
         creator = load.Creator(
             a.kubeconfig,
             c.namespace,

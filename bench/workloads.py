@@ -1,8 +1,8 @@
 """The workloads: what the pods of a run ask of the scheduler, after kube-scheduler's scheduler_perf.
 
 Every contender gets the same pods of a workload (only ``schedulerName``
-differs); each pod requests 100m CPU and 128Mi, selects the kwok nodes and
-tolerates their taint. The kwok nodes are spread over ``bench.kwok.ZONES``
+differs); each pod requests 100m CPU and 128Mi, selects the kwok nodes,
+tolerates their taint and is never evicted from them. The kwok nodes are spread over ``bench.kwok.ZONES``
 zones (``topology.kubernetes.io/zone``), so that zone topologies mean something.
 
 - ``basic``: nothing else (scheduler_perf's SchedulingBasic).
@@ -31,29 +31,38 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 APP = {"app": "bench"}
 GROUP_LABEL = "bench.dynamic-scheduler.io/group"
-
-
-def pod_name(i: int) -> str:
-    return f"bench-{i:05d}"
+STAY_ON_UNHEALTHY_NODES = [
+    {"key": key, "operator": "Exists", "effect": "NoExecute"}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+]
+"""No eviction when the node lifecycle controller marks a kwok node NotReady: on a busy machine
+kwok's Lease renewals come late, and the evictions deleted pods in the middle of a run."""
 
 
 @dataclass(frozen=True)
 class Shape:
-    """The size of a run, which some workloads' pods depend on."""
+    """The size of a run, which some workloads' pods depend on, and its pods' name prefix."""
 
     nodes: int
     pods: int
+    prefix: str = "bench"
+    """Names differ from run to run: a deletecollection of the run before, still at work in the
+    API server after the namespace looked empty, deletes by name, and took new pods of the same
+    names (the last hundreds of a backlog)."""
+
+    def pod_name(self, i: int) -> str:
+        return f"{self.prefix}-{i:05d}"
 
 
 def _basic(i: int, scheduler_name: str, shape: Shape) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": pod_name(i), "labels": dict(APP)},
+        "metadata": {"name": shape.pod_name(i), "labels": dict(APP)},
         "spec": {
             "schedulerName": scheduler_name,
             "nodeSelector": {LABEL: "true"},
-            "tolerations": [TOLERATION],
+            "tolerations": [TOLERATION, *STAY_ON_UNHEALTHY_NODES],
             "containers": [
                 {
                     "name": "pause",
