@@ -74,9 +74,10 @@ class EventSettings:
     """Threads writing events; they share the events client's connection pool. kube-scheduler
     writes each event from a goroutine of its own: against an API server answering in 150 ms,
     eight writers wrote fewer than half of the Scheduled events of a 90 pods/s burst."""
-    queue_size: int = 1000
-    """Events waiting to be written, as client-go's broadcaster; a full queue drops the event and
-    counts it."""
+    queue_size: int = 10000
+    """Events waiting to be written; a full queue drops the event and counts it. client-go's
+    broadcaster queues 1000 but writes each from a goroutine at once; 1000 here dropped a quarter
+    of the Scheduled events of a 5000-pod backlog (``make bench``, backlog mode)."""
     window: float = 360.0
     """An event identical to one written this many seconds ago is counted on the first one's
     series instead of written again."""
