@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -319,47 +319,65 @@ def _header(doc: dict[str, Any]) -> list[str]:
     ]
 
 
-def _stream_table(summary: dict[str, Any]) -> list[str]:
-    lines = [
-        "**Stream**: the pods are created while the contender runs. Medians over the runs. pods/s: "
-        "first to last bind as the watch saw them. Latency: creation to bind, in seconds, "
-        "watch-observed (sub-second) and server-side (whole seconds, from creationTimestamp and "
-        "PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds from the first create "
-        "to the last bind. RSS: peak (VmHWM) of the process.",
-        "",
-        "| contender | client QPS/burst | pods/s | latency p50 / p90 / p99, watch (s) | latency p50 / p90 / p99, "
-        "server (s) | CPU s | peak RSS MiB | complete runs | pods created/s | Scheduled events |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for name, s in summary.items():
-        c = BY_NAME[name]
-        lines.append(
-            f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_lat(s['latency_watch_s'])} | "
-            f"{_lat(s['latency_server_s'])} | {_fmt(s['cpu_s'], 1)} | {_fmt(s['peak_rss_mib'], 0)} | "
-            f"{s['complete_runs']}/{s['runs']} | {_fmt(s['create_rate'], 0)} | "
-            f"{_fmt(s.get('scheduled_events'), 0)} |"
-        )
-    return lines
+Column = tuple[str, Callable[[str, dict[str, Any]], str]]
+"""A table column: its header and how a contender's summary fills its cell."""
+
+_NAME: Column = ("contender", lambda name, s: name)
+_CLIENT: Column = ("client QPS/burst", lambda name, s: BY_NAME[name].client)
+_RATE: Column = ("pods/s", lambda name, s: _fmt(s["pods_per_s"], 1))
+_CPU: Column = ("CPU s", lambda name, s: _fmt(s["cpu_s"], 1))
+_RSS: Column = ("peak RSS MiB", lambda name, s: _fmt(s["peak_rss_mib"], 0))
+_COMPLETE: Column = ("complete runs", lambda name, s: f"{s['complete_runs']}/{s['runs']}")
+_EVENTS: Column = ("Scheduled events", lambda name, s: _fmt(s.get("scheduled_events"), 0))
+
+STREAM_COLUMNS: list[Column] = [
+    _NAME,
+    _CLIENT,
+    _RATE,
+    ("latency p50 / p90 / p99, watch (s)", lambda name, s: _lat(s["latency_watch_s"])),
+    ("latency p50 / p90 / p99, server (s)", lambda name, s: _lat(s["latency_server_s"])),
+    _CPU,
+    _RSS,
+    _COMPLETE,
+    ("pods created/s", lambda name, s: _fmt(s["create_rate"], 0)),
+    _EVENTS,
+]
+STREAM_ABOUT = (
+    "**Stream**: the pods are created while the contender runs. Medians over the runs. pods/s: "
+    "first to last bind as the watch saw them. Latency: creation to bind, in seconds, "
+    "watch-observed (sub-second) and server-side (whole seconds, from creationTimestamp and "
+    "PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds from the first create "
+    "to the last bind. RSS: peak (VmHWM) of the process."
+)
+BACKLOG_COLUMNS: list[Column] = [
+    _NAME,
+    _CLIENT,
+    _RATE,
+    ("first bind (s)", lambda name, s: _fmt(s.get("first_bind_after_s"), 1)),
+    ("drained (s)", lambda name, s: _fmt(s.get("last_bind_after_s"), 1)),
+    _CPU,
+    _RSS,
+    _COMPLETE,
+    _EVENTS,
+]
+BACKLOG_ABOUT = (
+    "**Backlog**: every pod is Pending before the contender starts, as after a restart or a big "
+    "rollout. Medians over the runs. pods/s: first to last bind. Drained: seconds from the "
+    "contender's start to the last bind (its start, cache sync and leader election included). "
+    "CPU: the whole process's, start included."
+)
 
 
-def _backlog_table(summary: dict[str, Any]) -> list[str]:
+def _table(about: str, columns: list[Column], summary: dict[str, Any]) -> list[str]:
+    """A paragraph, then one row per contender; the first two columns are text, the rest numbers."""
     lines = [
-        "**Backlog**: every pod is Pending before the contender starts, as after a restart or a big "
-        "rollout. Medians over the runs. pods/s: first to last bind. Drained: seconds from the "
-        "contender's start to the last bind (its start, cache sync and leader election included). "
-        "CPU: the whole process's, start included.",
+        about,
         "",
-        "| contender | client QPS/burst | pods/s | first bind (s) | drained (s) | CPU s | peak RSS MiB | "
-        "complete runs | Scheduled events |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| " + " | ".join(header for header, _ in columns) + " |",
+        "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(columns))) + " |",
     ]
     for name, s in summary.items():
-        c = BY_NAME[name]
-        lines.append(
-            f"| {name} | {c.client} | {_fmt(s['pods_per_s'], 1)} | {_fmt(s.get('first_bind_after_s'), 1)} | "
-            f"{_fmt(s.get('last_bind_after_s'), 1)} | {_fmt(s['cpu_s'], 1)} | {_fmt(s['peak_rss_mib'], 0)} | "
-            f"{s['complete_runs']}/{s['runs']} | {_fmt(s.get('scheduled_events'), 0)} |"
-        )
+        lines.append("| " + " | ".join(cell(name, s) for _, cell in columns) + " |")
     return lines
 
 
@@ -389,13 +407,15 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = _header(doc)
     described = doc["config"].get("workloads") or {}
     for case in doc["cases"]:
-        table = _backlog_table if case["mode"] == BACKLOG else _stream_table
+        about, columns = (
+            (BACKLOG_ABOUT, BACKLOG_COLUMNS) if case["mode"] == BACKLOG else (STREAM_ABOUT, STREAM_COLUMNS)
+        )
         what = described.get(case["workload"])
         lines += [
             "",
             f"#### {case['workload']}, {case['mode']}" + (f" ({what})" if what else ""),
             "",
-            *table(case["summary"]),
+            *_table(about, columns, case["summary"]),
             *_ratio_and_goal_tables(case),
         ]
     return "\n".join(lines) + "\n"

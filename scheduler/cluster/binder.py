@@ -87,7 +87,6 @@ class Binder:
         self.api = api_client
         self.core = CoreV1Api(api_client)
         self.settings = settings or BindingSettings()
-        self.timeout = self.settings.timeout
         self.halted = threading.Event()
         """Set by :meth:`halt`: no write starts any more (a retry's backoff ends at once)."""
 
@@ -121,7 +120,7 @@ class Binder:
 
         def call() -> None:
             resp = self.core.create_namespaced_pod_binding(
-                name, namespace, body, _preload_content=False, _request_timeout=self.timeout
+                name, namespace, body, _preload_content=False, _request_timeout=self.settings.timeout
             )
             read_json(resp)
 
@@ -160,7 +159,7 @@ class Binder:
     def _bound_to(self, namespace: str, name: str, uid: str | None, node: str) -> bool:
         try:
             pod = api_request(
-                self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.timeout
+                self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.settings.timeout
             )
         except Exception:  # noqa: BLE001 - best effort: unknown means "not ours"
             return False
@@ -229,7 +228,7 @@ class Binder:
                     path,
                     body=patch,
                     content_type="application/strategic-merge-patch+json",
-                    timeout=self.timeout,
+                    timeout=self.settings.timeout,
                 ),
                 "patch pod status",
             )
@@ -254,7 +253,7 @@ class Binder:
             body["preconditions"] = {"uid": meta["uid"]}
         try:
             self._retrying(
-                lambda: api_request(self.api, "DELETE", path, body=body, timeout=self.timeout), "delete pod"
+                lambda: api_request(self.api, "DELETE", path, body=body, timeout=self.settings.timeout), "delete pod"
             )
         except ApiException as e:
             if e.status in (404, 409):  # 409: the precondition failed, another pod has the name

@@ -137,12 +137,8 @@ class EventRecorder:
         self.reporting_instance = reporting_instance
         self.hostname = socket.gethostname()
         self.settings = settings = settings or EventSettings()
-        self.window = settings.window
-        self.series_interval = settings.series_interval
-        self.timeout = settings.timeout
-        self.attempts = settings.attempts
-        self.max_seconds = settings.max_seconds
-        self.writers = max(1, settings.writers)
+        if settings.writers < 1:
+            raise ValueError(f"events.writers must be at least 1, got {settings.writers}")
         self.stats = RecorderStats()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=settings.queue_size)
         self._series: dict[tuple[Any, ...], _Series] = {}
@@ -222,7 +218,7 @@ class EventRecorder:
             self._stopping.clear()
             self._threads = [
                 threading.Thread(target=self._run, name=f"event-recorder-{i}", daemon=True)
-                for i in range(self.writers)
+                for i in range(self.settings.writers)
             ]
             self._threads.append(threading.Thread(target=self._run_series, name="event-series", daemon=True))
             for t in self._threads:
@@ -247,7 +243,7 @@ class EventRecorder:
         deadline = time.monotonic() + timeout
         self.flush(timeout)
         self._stopping.set()
-        for _ in range(self.writers):
+        for _ in range(self.settings.writers):
             with self._idle:
                 self._pending += 1
             with contextlib.suppress(queue.Full):
@@ -275,7 +271,7 @@ class EventRecorder:
                     self._idle.notify_all()
 
     def _run_series(self) -> None:
-        while not self._stopping.wait(self.series_interval / 2):
+        while not self._stopping.wait(self.settings.series_interval / 2):
             try:
                 self._flush_series(time.time(), final=False)
             except Exception:
@@ -298,7 +294,7 @@ class EventRecorder:
         name = f"{ref['name']}.{int(at * 1e9):x}"
         with self._lock:
             s = self._series.get(key)
-            if s is not None and at - s.last_observed <= self.window:
+            if s is not None and at - s.last_observed <= self.settings.window:
                 s.count += 1
                 s.last_observed = max(s.last_observed, at)
                 self.stats.aggregated += 1
@@ -329,11 +325,11 @@ class EventRecorder:
                     "POST",
                     f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
                     body=body,
-                    timeout=self.timeout,
+                    timeout=self.settings.timeout,
                 ),
                 what="create event",
-                attempts=self.attempts,
-                max_seconds=self.max_seconds,
+                attempts=self.settings.attempts,
+                max_seconds=self.settings.max_seconds,
             )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
             with self._lock:
@@ -359,9 +355,9 @@ class EventRecorder:
         with self._lock:
             due = []
             for key, s in list(self._series.items()):
-                if s.count > s.written_count and (final or now - s.last_written >= self.series_interval):
+                if s.count > s.written_count and (final or now - s.last_written >= self.settings.series_interval):
                     due.append((key, s, s.count, s.last_observed))
-                elif s.count == s.written_count and now - s.last_observed > self.window:
+                elif s.count == s.written_count and now - s.last_observed > self.settings.window:
                     del self._series[key]
         for key, s, count, last_observed in due:
             if not self._patch_series(s, count, last_observed, now):
@@ -382,11 +378,11 @@ class EventRecorder:
                     path,
                     body=patch,
                     content_type="application/merge-patch+json",
-                    timeout=self.timeout,
+                    timeout=self.settings.timeout,
                 ),
                 what="patch event series",
-                attempts=self.attempts,
-                max_seconds=self.max_seconds,
+                attempts=self.settings.attempts,
+                max_seconds=self.settings.max_seconds,
             )
         except Exception as e:  # noqa: BLE001 - an event is never worth more than a log line
             logger.log(

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.breakdown import largest_lead
+from scheduler.core.breakdown import Breakdown, largest_lead
 from scheduler.core.filtering import FitError, SchedulingError, filter_nodes_of
 from scheduler.core.framework import Code, CycleState, Snapshot, Status
 from scheduler.core.nodeinfo import NodeInfo
@@ -115,6 +115,10 @@ class Explanation:
     """Score plugins whose PreScore returned SKIP: they scored no node."""
     message: str = ""
     """When no node fits: the FailedScheduling message kube-scheduler would write."""
+    scored: list[str] = field(default_factory=list)
+    """The feasible nodes in the order of ``breakdown``'s score lists."""
+    breakdown: Breakdown = field(default_factory=list)
+    """The cycle's score breakdown (``Profile.score``)."""
 
     def node(self, name: str) -> NodeExplanation | None:
         return next((n for n in self.nodes if n.node == name), None)
@@ -126,16 +130,9 @@ class Explanation:
     def deciding_plugin(self, winner: str, other: str) -> tuple[str, int] | None:
         """The score plugin that gave ``winner`` its largest lead over ``other`` (weighted
         points), when both are feasible."""
-        a, b = self.node(winner), self.node(other)
-        if a is None or b is None or not a.feasible or not b.feasible:
+        if winner not in self.scored or other not in self.scored:
             return None
-        best: tuple[str, int] | None = None
-        for s in a.scores:
-            o = b.score_of(s.plugin)
-            lead = s.weighted - (o.weighted if o is not None else 0)
-            if best is None or lead > best[1]:
-                best = (s.plugin, lead)
-        return best
+        return largest_lead(self.breakdown, self.scored.index(winner), self.scored.index(other))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,7 +230,8 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
         out.message = FitError(len(all_nodes), statuses).message()
         return out
 
-    breakdown: list[tuple[str, int, list[int], list[int]]] = []
+    breakdown = out.breakdown
+    out.scored = [ni.name for ni in feasible]
     profile.score(state, pod, feasible, breakdown)
     for plugin, weight, raw, normalized in breakdown:
         if not raw:

@@ -56,7 +56,6 @@ def test_the_scheduler_gets_its_settings(apiserver: ControlPlane, tmp_path: Path
         assert app.scheduler is not None and app.scheduler._binds._max_workers == 3
         assert app.io.preemption._pool._max_workers == 2
         assert app.recorder is not None and app.recorder.settings is SETTINGS.events
-        assert app.recorder.writers == 2
         assert app.server is not None and app.server.settings is SETTINGS.serving
         assert app.server.delegation is not None and app.server.delegation.settings is SETTINGS.serving
     finally:
