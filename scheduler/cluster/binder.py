@@ -253,7 +253,8 @@ class Binder:
             body["preconditions"] = {"uid": meta["uid"]}
         try:
             self._retrying(
-                lambda: api_request(self.api, "DELETE", path, body=body, timeout=self.settings.timeout), "delete pod"
+                lambda: api_request(self.api, "DELETE", path, body=body, timeout=self.settings.timeout),
+                "delete pod",
             )
         except ApiException as e:
             if e.status in (404, 409):  # 409: the precondition failed, another pod has the name

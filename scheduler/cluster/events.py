@@ -355,7 +355,9 @@ class EventRecorder:
         with self._lock:
             due = []
             for key, s in list(self._series.items()):
-                if s.count > s.written_count and (final or now - s.last_written >= self.settings.series_interval):
+                if s.count > s.written_count and (
+                    final or now - s.last_written >= self.settings.series_interval
+                ):
                     due.append((key, s, s.count, s.last_observed))
                 elif s.count == s.written_count and now - s.last_observed > self.settings.window:
                     del self._series[key]
