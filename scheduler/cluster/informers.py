@@ -11,7 +11,7 @@ tracks the resourceVersion nor survives an ERROR event (it reads a
 ``raw_object`` key that only the deserializing path adds). ``SharedInformer``
 parses models and sets neither bookmarks, pagination nor a client timeout. So
 the loop below streams the watch response itself: a few lines of
-``json.loads`` per event over ``call_api(..., _preload_content=False)``.
+``decode`` (orjson) per event over ``call_api(..., _preload_content=False)``.
 
 The loop:
 
@@ -34,7 +34,6 @@ readers of the store get the stored dicts themselves: treat them as read-only.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import socket
@@ -47,7 +46,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.cluster.client import api_request
+from scheduler.cluster.client import api_request, decode
 from scheduler.cluster.store import Obj, ObjectStore, Resource, object_key
 from scheduler.logs import V, kv
 from scheduler.settings import WatchSettings
@@ -302,7 +301,7 @@ class Informer:
         clean = False
         try:
             for line in _lines(resp):
-                rv = self._handle_event(json.loads(line), rv)
+                rv = self._handle_event(decode(line), rv)
                 self._progress = True
                 if self._stop.is_set():
                     return rv

@@ -8,7 +8,10 @@ server through this proxy, and a test can
 - ``partition("blackhole")``: keep connections open but forward nothing (a dead
   peer: only client timeouts notice);
 - ``heal()``: forward again, optionally to another upstream (``set_upstream``:
-  a load balancer failing over to another API server).
+  a load balancer failing over to another API server);
+- ``drop_next_reply()``: forward the next request, but close its connection
+  when the server starts to answer (the request took effect; the client never
+  hears of it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ class TCPProxy:
         self.upstream = (upstream_host, upstream_port)
         self.mode = "forward"
         self.accepted = 0
+        self.refused = 0
+        self.dropped_replies = 0
+        self._drop_reply = False
         self._lock = threading.Lock()
         self._conns: list[tuple[socket.socket, socket.socket | None]] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -46,6 +52,10 @@ class TCPProxy:
             conns = list(self._conns) if mode == "refuse" else []
         for c in conns:
             self._drop(c)
+
+    def drop_next_reply(self) -> None:
+        with self._lock:
+            self._drop_reply = True
 
     def heal(self) -> None:
         with self._lock:
@@ -88,6 +98,8 @@ class TCPProxy:
             if mode == "refuse":
                 with contextlib.suppress(OSError):
                     client.close()
+                with self._lock:
+                    self.refused += 1
                 continue
             upstream = None
             if mode == "forward":
@@ -100,6 +112,14 @@ class TCPProxy:
             with self._lock:
                 self._conns.append(pair)
             threading.Thread(target=self._pump, args=(pair,), name="tcpproxy-pump", daemon=True).start()
+
+    def _take_drop_reply(self) -> bool:
+        with self._lock:
+            if not self._drop_reply:
+                return False
+            self._drop_reply = False
+            self.dropped_replies += 1
+            return True
 
     def _pump(self, pair: tuple[socket.socket, socket.socket | None]) -> None:
         client, upstream = pair
@@ -118,6 +138,8 @@ class TCPProxy:
                     data = src.recv(65536)
                     if not data:
                         return
+                    if src is upstream and self._take_drop_reply():
+                        return  # the finally drops both sides
                     if forwarding:
                         key.data.sendall(data)
                     # else: blackhole, swallow it

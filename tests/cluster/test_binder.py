@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes.client import CoreV1Api, V1Binding, V1ObjectMeta, V1ObjectReference
@@ -12,8 +15,10 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.cluster.binder import Binder, binding_body
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.core.loop import BindOutcome
+from scheduler.polling import poll
 from scheduler.settings import BindingSettings
 from tests.apiserver import ControlPlane
+from tests.cluster.netproxy import TCPProxy
 from tests.cluster.util import make_node, make_pod
 from tests.cluster.webhook import scripted_webhook
 
@@ -170,3 +175,109 @@ def test_binder_works_with_kube_schedulers_rbac(apiserver: ControlPlane, admin, 
         Binder(nobody).set_unschedulable(a | {"status": {}}, "x")
     assert e.value.status == 403
     assert json.loads(e.value.body)["reason"] == "Forbidden"
+
+
+# --- the write path under faults: timeouts and dropped connections, through a real proxy ------
+
+
+@pytest.fixture
+def proxied(apiserver: ControlPlane) -> Iterator[tuple[TCPProxy, Any]]:
+    """A TCP proxy in front of the API server, and a scheduler client (new_api_client) through it."""
+    proxy = TCPProxy(apiserver.port)
+    kc = apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)
+    try:
+        yield proxy, new_api_client(ClientOptions(kubeconfig=str(kc), qps=0))
+    finally:
+        proxy.close()
+
+
+def test_a_bind_whose_answer_is_lost_is_known_bound_from_the_conflict(
+    proxied: tuple[TCPProxy, Any], admin, namespace: str
+) -> None:
+    """The Binding reaches the API server, the connection drops before the answer: the request
+    sent again (by libcurl on a new connection, or by our retry) gets 409, and the pod, read
+    back, is bound to our node with our UID: BOUND, not GONE."""
+    proxy, api = proxied
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    binder = Binder(api, BindingSettings(initial_wait=0.01, max_wait=0.02))
+    api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")  # a pooled connection
+    proxy.drop_next_reply()
+    result = binder.bind(namespace, name, uid, node)
+    assert proxy.dropped_replies == 1
+    assert result.status is BindOutcome.BOUND, result
+    assert pod_of(admin, namespace, name)["spec"]["nodeName"] == node
+
+
+def test_a_lost_answer_then_a_bind_elsewhere_is_gone(
+    proxied: tuple[TCPProxy, Any], admin, namespace: str
+) -> None:
+    """The same conflict, but the pod sits on another node: someone else bound it."""
+    proxy, api = proxied
+    mine, theirs = make_node(admin)["metadata"]["name"], make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    # Bound elsewhere first; our Binding then is refused, and its 409 reply dropped once.
+    assert Binder(admin).bind(namespace, name, uid, theirs).bound
+    api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    proxy.drop_next_reply()
+    result = Binder(api, BindingSettings(initial_wait=0.01, max_wait=0.02)).bind(namespace, name, uid, mine)
+    assert proxy.dropped_replies == 1
+    assert result.status is BindOutcome.GONE and result.code == 409, result
+    assert pod_of(admin, namespace, name)["spec"]["nodeName"] == theirs
+
+
+def test_a_bind_that_times_out_is_retried_then_fails_within_its_bounds(
+    proxied: tuple[TCPProxy, Any], admin, namespace: str
+) -> None:
+    proxy, api = proxied
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    settings = BindingSettings(attempts=2, initial_wait=0.01, max_wait=0.02, timeout=(0.5, 0.5))
+    proxy.partition("blackhole")
+    start = time.monotonic()
+    result = Binder(api, settings).bind(namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node)
+    elapsed = time.monotonic() - start
+    proxy.heal()
+    assert result.status is BindOutcome.FAILED and result.attempts == 2 and result.code is None
+    assert "timed out" in result.message.lower()
+    # Two tries and the read-back, each cut at its timeout (1 s: connect and read).
+    assert elapsed < 6, elapsed
+    assert "nodeName" not in pod_of(admin, namespace, pod["metadata"]["name"])["spec"]
+
+
+def test_a_bind_retries_through_a_refused_connection(
+    proxied: tuple[TCPProxy, Any], admin, namespace: str
+) -> None:
+    """The API server goes away (every connection reset) and is back before the next try."""
+    proxy, api = proxied
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    proxy.partition("refuse")
+
+    def heal_once_refused() -> None:
+        poll(lambda: proxy.refused > 0, timeout=10, what="a refused connection")
+        proxy.heal()
+
+    healer = threading.Thread(target=heal_once_refused)
+    healer.start()
+    result = Binder(api, BindingSettings(initial_wait=0.3, max_wait=0.3)).bind(
+        namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
+    )
+    healer.join()
+    assert result.status is BindOutcome.BOUND and result.attempts == 2
+    assert pod_of(admin, namespace, pod["metadata"]["name"])["spec"]["nodeName"] == node
+
+
+@pytest.mark.parametrize("code", [500, 502, 503, 504])
+def test_each_retriable_5xx_is_retried_then_bound(
+    apiserver: ControlPlane, admin, namespace: str, code: int
+) -> None:
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    with scripted_webhook(apiserver, admin, namespace, deny=[(code, None)]) as hook:
+        result = Binder(admin, BindingSettings(initial_wait=0.01, max_wait=0.02)).bind(
+            namespace, pod["metadata"]["name"], pod["metadata"]["uid"], node
+        )
+    assert result.status is BindOutcome.BOUND and result.attempts == 2 and hook.calls == 2
