@@ -71,6 +71,16 @@ class ImageLocality:
             images = pod.memo[self.name] = pod_images(pod)
         return images
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """``score`` over many nodes. When no node has any of the pod's images (the cache
+        counts the nodes of each image), every node scores what a node without them does,
+        and none is looked at: the common case of a pod whose image is not pulled yet."""
+        names, count = self._images(pod)
+        snapshot = self.handle.snapshot
+        if not any(snapshot.image_num_nodes(name) for name in names):
+            return [calculate_priority(0, count)] * len(nodes)
+        return [self.score(state, pod, ni) for ni in nodes]
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         names, count = self._images(pod)
         total_score = 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.core.cache import Cache
 from scheduler.core.nodeinfo import NodeInfo
@@ -125,3 +127,25 @@ def test_the_cache_counts_nodes_per_image_through_updates_and_deletes() -> None:
     cache.remove_node(with_images("b"))
     assert cache.image_num_nodes("x:1") == 0
     assert isinstance(cache.get("a"), NodeInfo) and cache.get("a").images == {"y:1": 10}
+
+
+IMAGE_POOL = ["a:1", "b:1", "c:1", "d:1"]
+
+
+@given(
+    nodes=st.lists(
+        st.lists(st.tuples(st.sampled_from(IMAGE_POOL), st.integers(0, 2000 * MIB)), max_size=3),
+        min_size=1,
+        max_size=6,
+    ),
+    wanted=st.lists(st.sampled_from([*IMAGE_POOL, "e:1"]), min_size=0, max_size=3),
+)
+def test_scoring_many_nodes_at_once_scores_each_as_alone(nodes: list[Any], wanted: list[str]) -> None:
+    """score_nodes (which skips the nodes when none has the pod's images) agrees with score."""
+    cache = Cache()
+    for i, images in enumerate(nodes):
+        cache.add_node(with_images(f"n{i}", *(([name], size) for name, size in images)))
+    plugin = ImageLocality(None, CacheHandle(cache))
+    pod = pod_with(*wanted)
+    listed = cache.list()
+    assert plugin.score_nodes({}, pod, listed) == [plugin.score({}, pod, ni) for ni in listed]
