@@ -92,7 +92,7 @@ class KubeIO:
         except Exception:
             logger.exception("Updating the PodScheduled condition failed", extra=kv(pod=pod.key))
 
-    def preempt(self, preemption: Preemption, profile: str, done: Callable[[], None]) -> None:
+    def preempt(self, preemption: Preemption, profile: str, done: Callable[[bool], None]) -> None:
         self.preemption.preempt(preemption, profile, done)
 
     def halt(self) -> None:
@@ -223,7 +223,12 @@ class App:
         self.io = KubeIO(
             binder,
             self.recorder,
-            PreemptionExecutor(binder, self.recorder, workers=settings.preemption_workers),
+            PreemptionExecutor(
+                binder,
+                self.recorder,
+                workers=settings.preemption_workers,
+                victim_workers=settings.preemption_victim_workers,
+            ),
             stores["pods"],
         )
         self.scheduler = Scheduler(

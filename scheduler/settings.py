@@ -146,7 +146,9 @@ class Settings:
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     serving: ServingSettings = field(default_factory=ServingSettings)
     shadow: ShadowSettings = field(default_factory=ShadowSettings)
-    preemption_workers: int = 4
-    """Preemptions carried out at once (each evicts its victims one after the other)."""
+    preemption_workers: int = 16
+    """Preemptions carried out at once (kube-scheduler starts a goroutine for each)."""
+    preemption_victim_workers: int = 16
+    """Victims evicted at once, over all preemptions (kube-scheduler's parallelizer: 16)."""
     shutdown_grace: float = 10.0
     """Seconds a stopping scheduler waits for its binds and events in flight."""

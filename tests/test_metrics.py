@@ -174,7 +174,7 @@ class BindingIO:
         self.failures.append(p.key)
 
     def preempt(self, preemption, profile, done):
-        done()
+        done(True)
 
 
 @pytest.fixture

@@ -4,12 +4,14 @@ For a :class:`scheduler.core.preemption.Preemption`, in the background
 (``prepareCandidateAsync``: scheduling goes on meanwhile):
 
 1. the lower-priority pods nominated to the node lose ``status.nominatedNodeName``;
-2. each victim not already being deleted gets the condition
+2. each victim not already being deleted (all at once, as kube-scheduler's
+   ``Parallelizer().Until`` over them) gets the condition
    ``DisruptionTarget=True`` (reason ``PreemptionByScheduler``, message
    ``<scheduler>: preempting to accommodate a higher priority pod``), then is
    deleted with its own grace period, and a ``Preempted`` event (regarding the
    victim, related to the preemptor: ``Preempted by pod <uid> on node <node>``);
-3. ``done`` is called, whatever happened, so the preemptor is tried again.
+3. ``done(ok)`` is called, whatever happened: ``ok`` is False when a write
+   failed, and the loop then tries the preemptor again at once.
 
 A victim that is gone already made room anyway. Other failures are logged,
 and the rest still runs. Every write carries the pod's UID (the Binder's
@@ -52,26 +54,34 @@ def disruption_condition(victim: dict[str, Any], scheduler_name: str) -> dict[st
 
 
 class PreemptionExecutor:
-    """Runs preemptions on a small pool of threads; each preemption's writes in order."""
+    """Runs ``workers`` preemptions at once (kube-scheduler: a goroutine each), and evicts the
+    victims of each concurrently on a second pool of ``victim_workers`` threads (its
+    parallelizer's 16)."""
 
-    def __init__(self, binder: Binder, recorder: EventRecorder, *, workers: int = 4) -> None:
+    def __init__(
+        self, binder: Binder, recorder: EventRecorder, *, workers: int = 16, victim_workers: int = 16
+    ) -> None:
         self.binder = binder
         self.recorder = recorder
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preemption")
+        # Apart from _pool: a preemption waits for its victims, which must never wait for it.
+        self._victims = ThreadPoolExecutor(max_workers=victim_workers, thread_name_prefix="preempt-victim")
 
-    def preempt(self, preemption: Preemption, scheduler_name: str, done: Callable[[], None]) -> None:
+    def preempt(self, preemption: Preemption, scheduler_name: str, done: Callable[[bool], None]) -> None:
         self._pool.submit(self._run, preemption, scheduler_name, done)
 
     def stop(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
+        self._victims.shutdown(wait=True, cancel_futures=False)
 
     # --- one preemption --------------------------------------------------------------
 
-    def _run(self, p: Preemption, scheduler_name: str, done: Callable[[], None]) -> None:
+    def _run(self, p: Preemption, scheduler_name: str, done: Callable[[bool], None]) -> None:
         ok = True
         try:
             for pod in p.clear_nominations:
                 ok &= self._write(p, pod, "clear the nominated node of", self._clear_nomination)
+            evict = []
             for victim in p.victims:
                 if victim.deleting:
                     logger.log(
@@ -80,16 +90,21 @@ class PreemptionExecutor:
                         extra=kv(preemptor=p.preemptor.key, node=p.node, victim=victim.key),
                     )
                     continue
-                ok &= self._write(p, victim, "preempt", lambda v: self._evict(p, v, scheduler_name))
+                evict.append(victim)
+            results = self._victims.map(
+                lambda v: self._write(p, v, "preempt", lambda v: self._evict(p, v, scheduler_name)), evict
+            )
+            ok &= all(list(results))
             logger.log(
                 V(2),
                 "Preemption finished",
                 extra=kv(preemptor=p.preemptor.key, node=p.node, victims=len(p.victims), ok=ok),
             )
         except Exception:
+            ok = False
             logger.exception("Preemption failed", extra=kv(preemptor=p.preemptor.key, node=p.node))
         finally:
-            done()
+            done(ok)
 
     def _write(self, p: Preemption, pod: PodInfo, what: str, write: Callable[[PodInfo], None]) -> bool:
         """``write(pod)``; False (logged) when it failed after retries."""

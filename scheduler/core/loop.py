@@ -36,6 +36,9 @@ from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
 
+PREEMPTION_WAIT = "DefaultPreemption"
+"""The plugin a pod held back until its preemption is carried out is parked for."""
+
 
 class BindOutcome(enum.Enum):
     """How a bind ended (``scheduler.cluster.binder`` reports it)."""
@@ -66,8 +69,9 @@ class ClusterIO(Protocol):
         set to ``nominated_node``, cleared for "", left as it is for None."""
         ...
 
-    def preempt(self, preemption: Preemption, profile: str, done: Callable[[], None]) -> None:
-        """Carry out ``preemption`` in the background; call ``done`` when it is over."""
+    def preempt(self, preemption: Preemption, profile: str, done: Callable[[bool], None]) -> None:
+        """Carry out ``preemption`` in the background; call ``done(ok)`` when it is over
+        (``ok``: every write it needed succeeded)."""
         ...
 
 
@@ -155,7 +159,7 @@ class Scheduler:
         if preempting:
             # DefaultPreemption's PreEnqueue: not before its victims are on their way out.
             logger.log(V(4), "Waiting for the preemption for this pod to be finished", extra=kv(pod=pi.key))
-            self.queue.requeue(qp, frozenset({"DefaultPreemption"}), nominate=None)
+            self.queue.requeue(qp, frozenset({PREEMPTION_WAIT}), nominate=None)
             return
         logger.log(V(3), "Attempting to schedule pod", extra=kv(pod=pi.key))
         start = time.perf_counter()
@@ -279,16 +283,21 @@ class Scheduler:
         )
         if isinstance(preemption, Preemption):
             try:
-                self.io.preempt(preemption, profile.name, lambda: self._preempted(pi.uid))
+                self.io.preempt(preemption, profile.name, lambda ok: self._preempted(pi.uid, ok))
             except Exception:
                 logger.exception("Starting the preemption failed", extra=kv(pod=pi.key))
-                self._preempted(pi.uid)
+                self._preempted(pi.uid, False)
 
-    def _preempted(self, uid: str) -> None:
-        """The victims are marked and deleted (or that failed): the preemptor may go again."""
+    def _preempted(self, uid: str, ok: bool) -> None:
+        """The victims are marked and deleted (or that failed): the preemptor may go again.
+
+        As kube-scheduler's ``prepareCandidateAsync``: after a failure it is tried at once;
+        otherwise the victims' deletions, as the watch delivers them, move it on (tried
+        before, it would find them still in the cache, fail, and back off), unless it was
+        held back meanwhile to wait for this preemption: then nothing else would move it."""
         with self._preempting_lock:
             self._preempting.discard(uid)
-        self.queue.activate(uid)
+        self.queue.activate(uid, None if not ok else PREEMPTION_WAIT)
 
     def _bind(self, profile: Profile, pi: PodInfo, node: str) -> tuple[BindOutcome, str]:
         """The Binding call, timed as the Bind extension point (Success or Error; not when

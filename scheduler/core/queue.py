@@ -10,6 +10,11 @@ As kube-scheduler's PriorityQueue:
 - ``unschedulable`` pods move on when the cluster changes in a way that may
   help (a node added or changed, a pod deleted, ...: ``move_all``), or after
   ``unschedulable_timeout`` (5 minutes) at the latest.
+- When ``active`` is empty, ``pop`` takes a pod from ``backoff`` before its
+  backoff ends, one that failed as unschedulable (not with an error): the
+  earliest to end its backoff, by whole seconds, then by priority and queue
+  time (kube-scheduler's ``SchedulerPopFromBackoffQ``, on by default since
+  1.33: an idle scheduler need not wait out a backoff).
 - Pods are keyed by uid. An update to a queued pod replaces it in place; an
   update to an unschedulable pod moves it on, as the change may make it fit.
 
@@ -49,6 +54,8 @@ class QueuedPod:
     attempts: int = 0
     unschedulable_plugins: frozenset[str] = field(default_factory=frozenset)
     backoff_expiry: float = 0.0
+    error: bool = False
+    """Its last attempt ended in an error (such backoffs are waited out in full)."""
 
 
 def scheduling_properties_changed(old: PodInfo, new: PodInfo) -> bool:
@@ -68,9 +75,12 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[dict[str, int]], None] | None = None,
         on_enqueue: Callable[[str, str], None] | None = None,
+        pop_from_backoff: bool = True,
     ) -> None:
         """``on_change(counts)`` after every move; ``on_enqueue(queue, event)`` for every pod
-        that enters a queue (kube-scheduler's scheduler_queue_incoming_pods_total)."""
+        that enters a queue (kube-scheduler's scheduler_queue_incoming_pods_total);
+        ``pop_from_backoff``: kube-scheduler's ``SchedulerPopFromBackoffQ``."""
+        self.pop_from_backoff = pop_from_backoff
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.unschedulable_timeout = unschedulable_timeout
@@ -81,6 +91,9 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, uid)
         self._backoff: list[tuple[float, int, str]] = []  # (expiry, seq, uid)
+        # Unschedulable pods in backoff, in the order pop takes them when active is empty:
+        # (whole second of expiry, -priority, timestamp, seq, uid, expiry).
+        self._backoff_pop: list[tuple[int, int, float, int, str, float]] = []
         self._where: dict[str, str] = {}  # uid -> ACTIVE|BACKOFF|UNSCHEDULABLE
         self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
         self._pods: dict[str, QueuedPod] = {}  # queued pods (not in flight)
@@ -155,12 +168,18 @@ class SchedulingQueue:
             logger.log(V(5), "Moved unschedulable pods", extra=kv(event=event, pods=moved))
             self._changed()
 
-    def activate(self, uid: str) -> None:
+    def activate(self, uid: str, only_if_parked_for: str | None = None) -> None:
         """Try ``uid`` again now, backoff or not (kube-scheduler's ``Activate``): a pod whose
-        preemption has just been carried out. A pod in flight is retried when it comes back."""
+        preemption has just been carried out. A pod in flight is retried when it comes back.
+        With ``only_if_parked_for``, a queued pod moves only if that plugin alone parked it."""
         with self._cond:
             if uid in self._in_flight:
                 self._activated.add(uid)
+                return
+            qp = self._pods.get(uid)
+            if only_if_parked_for is not None and (
+                qp is None or qp.unschedulable_plugins != frozenset({only_if_parked_for})
+            ):
                 return
             where = self._where.get(uid)
             if where == UNSCHEDULABLE:
@@ -182,19 +201,30 @@ class SchedulingQueue:
                     _, _, _, uid = heapq.heappop(self._active)
                     if self._where.get(uid) != ACTIVE:
                         continue  # stale heap entry
-                    self._set_where(uid, None)
-                    qp = self._pods.pop(uid)
-                    qp.attempts += 1
-                    if qp.initial_attempt is None:
-                        qp.initial_attempt = self._clock()
-                    self._in_flight[uid] = qp
-                    self._pop_cycle[uid] = self._move_cycle
-                    self._changed()
-                    return qp
+                    return self._take(uid)
+                while self.pop_from_backoff and self._backoff_pop:
+                    *_, uid, expiry = heapq.heappop(self._backoff_pop)
+                    qp = self._pods.get(uid)
+                    if qp is None or self._where.get(uid) != BACKOFF or qp.backoff_expiry != expiry:
+                        continue  # stale heap entry
+                    self._enqueued(ACTIVE, "PopFromBackoffQ")
+                    return self._take(uid)
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
                 self._cond.wait(remaining)
+
+    def _take(self, uid: str) -> QueuedPod:
+        """Pop bookkeeping: ``uid`` leaves its queue and is in flight."""
+        self._set_where(uid, None)
+        qp = self._pods.pop(uid)
+        qp.attempts += 1
+        if qp.initial_attempt is None:
+            qp.initial_attempt = self._clock()
+        self._in_flight[uid] = qp
+        self._pop_cycle[uid] = self._move_cycle
+        self._changed()
+        return qp
 
     def done(self, qp: QueuedPod) -> None:
         """The pod's cycle ended and it was bound (or dropped): forget it."""
@@ -234,6 +264,7 @@ class SchedulingQueue:
                 nominate = self.nominator.node_of(uid) or None
             self.nominator.nominate(qp.pod, nominate)
             qp.unschedulable_plugins = unschedulable_plugins
+            qp.error = error
             qp.backoff_expiry = self._clock() + self.backoff_duration(qp.attempts)
             self._pods[uid] = qp
             if latest is not None or activated:
@@ -345,7 +376,20 @@ class SchedulingQueue:
     def _push_backoff(self, qp: QueuedPod) -> None:
         uid = qp.pod.uid
         self._set_where(uid, BACKOFF)
-        heapq.heappush(self._backoff, (qp.backoff_expiry, next(self._seq), uid))
+        seq = next(self._seq)
+        heapq.heappush(self._backoff, (qp.backoff_expiry, seq, uid))
+        if self.pop_from_backoff and not qp.error:
+            entry = (int(qp.backoff_expiry), -qp.pod.priority, qp.timestamp, seq, uid, qp.backoff_expiry)
+            heapq.heappush(self._backoff_pop, entry)
+            if len(self._backoff_pop) > 2 * self._counts[BACKOFF] + 64:
+                # Entries go stale as flush moves their pods on; drop them while the queue is busy.
+                self._backoff_pop = [
+                    e
+                    for e in self._backoff_pop
+                    if self._where.get(e[4]) == BACKOFF and self._pods[e[4]].backoff_expiry == e[5]
+                ]
+                heapq.heapify(self._backoff_pop)
+            self._cond.notify()
 
     def _set_where(self, uid: str, where: str | None) -> None:
         old = self._where.pop(uid, None)

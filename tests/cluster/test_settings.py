@@ -30,6 +30,7 @@ SETTINGS = Settings(
     serving=ServingSettings(max_connections=5, request_timeout=4.0),
     shadow=ShadowSettings(sweep_every=0.5, kept=9),
     preemption_workers=2,
+    preemption_victim_workers=5,
 )
 
 
@@ -54,7 +55,7 @@ def test_the_scheduler_gets_its_settings(apiserver: ControlPlane, tmp_path: Path
         assert app.informers and all(i.settings is SETTINGS.watch for i in app.informers)
         assert app.io is not None and app.io.binder.settings is SETTINGS.binding
         assert app.scheduler is not None and app.scheduler._binds._max_workers == 3
-        assert app.io.preemption._pool._max_workers == 2
+        assert app.io.preemption._pool._max_workers == 2 and app.io.preemption._victims._max_workers == 5
         assert app.recorder is not None and app.recorder.settings is SETTINGS.events
         assert app.server is not None and app.server.settings is SETTINGS.serving
         assert app.server.delegation is not None and app.server.delegation.settings is SETTINGS.serving

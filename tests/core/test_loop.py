@@ -236,10 +236,37 @@ def test_preemption_nominates_and_waits_for_its_victims(preempting_env) -> None:
 
     # Done: the victim is gone; the pod goes at once, to its nominated node.
     handlers.on_pod_delete(low)
-    io.finish_preemption()
+    io.finish_preemption(True)
     io.wait(lambda: "default/high" in io.bound)
     assert io.bound["default/high"] == "n1"
     assert queue.nominator.node_of(uid) == ""
+
+
+def test_after_its_preemption_the_pod_waits_for_the_victims_deletion(preempting_env) -> None:
+    """The evictions returned but the watch has not delivered them: trying the pod now would
+    find the victim in the cache (a failure, a backoff), so it waits for the deletion."""
+    cache, queue, handlers, io, sched = preempting_env
+    handlers.on_node_add(node("n1", cpu="1"))
+    low = pod("low", cpu="1", node="n1", priority=1)
+    handlers.on_pod_add(low)
+    handlers.on_pod_add(pod("high", cpu="1", priority=100))
+    io.wait(lambda: io.preemptions)
+    failures = len(io.failures)
+    io.finish_preemption(True)
+    assert queue.where(io.preemptions[0].preemptor.uid) == "unschedulable"
+    handlers.on_pod_delete(low)
+    io.wait(lambda: "default/high" in io.bound)
+    assert len(io.failures) == failures and len(io.preemptions) == 1
+
+
+def test_a_failed_preemption_tries_the_pod_again_at_once(preempting_env) -> None:
+    cache, queue, handlers, io, sched = preempting_env
+    handlers.on_node_add(node("n1", cpu="1"))
+    handlers.on_pod_add(pod("low", cpu="1", node="n1", priority=1))
+    handlers.on_pod_add(pod("high", cpu="1", priority=100))
+    io.wait(lambda: io.preemptions)
+    io.finish_preemption(False)  # an eviction failed: the victim is still there
+    io.wait(lambda: len(io.preemptions) == 2)
 
 
 def test_lower_priority_nominations_end_with_the_decision(preempting_env) -> None:

@@ -56,7 +56,8 @@ def test_unschedulable_waits_for_a_cluster_change(q: SchedulingQueue, clock: Clo
     assert q.pop(0).pod.uid == qp.pod.uid
 
 
-def test_move_during_backoff_goes_to_backoff_first(q: SchedulingQueue, clock: Clock) -> None:
+def test_move_during_backoff_goes_to_backoff_first(clock: Clock) -> None:
+    q = SchedulingQueue(initial_backoff=1.0, max_backoff=10.0, clock=clock, pop_from_backoff=False)
     q.add(pinfo("p"))
     qp = q.pop(0)
     q.requeue(qp, frozenset({"NodeResourcesFit"}))
@@ -211,3 +212,41 @@ def test_every_pod_entering_a_queue_is_counted_by_event(clock: Clock) -> None:
         ("backoff", "DynamicLoadRefreshed"),
         ("active", "BackoffComplete"),
     ]
+
+
+def failed_once_then_moved(q: SchedulingQueue, name: str, priority: int = 0, error: bool = False) -> Any:
+    q.add(pinfo(name, priority=priority))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"NodeResourcesFit"}), error=error)
+    q.move_all("NodeAdd")
+    return qp
+
+
+def test_an_idle_queue_pops_an_unschedulable_pod_before_its_backoff_ends(q: SchedulingQueue) -> None:
+    """SchedulerPopFromBackoffQ: nothing active, so the pod in backoff goes now."""
+    qp = failed_once_then_moved(q, "p")
+    assert q.where(qp.pod.uid) == BACKOFF
+    assert q.pop(timeout=0) is qp
+    assert q.pop(timeout=0) is None
+
+
+def test_an_active_pod_goes_first_and_an_error_backoff_is_waited_out(
+    q: SchedulingQueue, clock: Clock
+) -> None:
+    err = failed_once_then_moved(q, "err", error=True)
+    assert q.where(err.pod.uid) == BACKOFF
+    q.add(pinfo("new"))
+    assert q.pop(0).pod.name == "new"
+    assert q.pop(timeout=0) is None, "an error's backoff is not cut short"
+    clock.now += 1.0
+    q.flush()
+    assert q.pop(0) is err
+
+
+def test_backoff_pops_by_whole_second_of_expiry_then_priority(q: SchedulingQueue, clock: Clock) -> None:
+    failed_once_then_moved(q, "first", priority=0)  # backoff ends at 1001.0
+    clock.now += 1.2
+    failed_once_then_moved(q, "low", priority=0)  # ends at 1002.2
+    clock.now += 0.1
+    failed_once_then_moved(q, "high", priority=10)  # ends at 1002.3: the same second, higher priority
+    assert [q.pop(0).pod.name for _ in range(3)] == ["first", "high", "low"]

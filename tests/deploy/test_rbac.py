@@ -179,7 +179,9 @@ def test_the_service_account_runs_the_schedulers_code(
         recorder = EventRecorder(sa).start()
         done = threading.Event()
         executor = PreemptionExecutor(Binder(sa), recorder)
-        executor.preempt(Preemption(preemptor, node, (victim,), (PodInfo.from_pod(b_raw),)), "x", done.set)
+        executor.preempt(
+            Preemption(preemptor, node, (victim,), (PodInfo.from_pod(b_raw),)), "x", lambda ok: done.set()
+        )
         assert done.wait(15)
         executor.stop()
         assert recorder.flush(10)
