@@ -519,6 +519,23 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def standalone(prefix: str = "ds-measure-") -> Iterator[ControlPlane]:
+    """A control plane of its own, outside pytest (the ``measure_*`` scripts); removed after.
+    Raises RuntimeError when the pinned binaries are not built."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise RuntimeError("the pinned tools are not built: run make tools first")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    cp = ControlPlane(bin_dir=bin_dir, dir=tmp)
+    try:
+        cp.start()
+        yield cp
+    finally:
+        cp.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # --- the fixture ------------------------------------------------------------------------
 
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from kubernetes import watch
@@ -36,7 +33,7 @@ from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.informers import Informer, _lines
 from scheduler.cluster.store import PODS
 from scheduler.logs import setup
-from tests.apiserver import ControlPlane, find_bin_dir
+from tests.apiserver import ControlPlane, standalone
 
 logger = logging.getLogger("measure_informer")
 
@@ -112,115 +109,113 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     args = ap.parse_args()
     setup(0)
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        logger.error("the pinned tools are not built: run make tools first")
-        return 1
-    tmp = Path(tempfile.mkdtemp(prefix="ds-measure-"))
-    cp = ControlPlane(bin_dir=bin_dir, dir=tmp)
-    cp.start()
     try:
-        api = new_api_client(ClientOptions(kubeconfig=cp.kubeconfig, qps=0, pool_maxsize=32))
-        ns = "measure"
-        api_request(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-        rv0 = api_request(api, "GET", "/api/v1/pods", query=[("limit", 1)])["metadata"]["resourceVersion"]
-        start = time.perf_counter()
-        with ThreadPoolExecutor(16) as ex:
-            list(
-                ex.map(
-                    lambda i: api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i)),
-                    range(args.pods),
-                )
+        with standalone() as cp:
+            return measure(cp, args)
+    except RuntimeError as e:
+        logger.error(str(e))
+        return 1
+
+
+def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
+    api = new_api_client(ClientOptions(kubeconfig=cp.kubeconfig, qps=0, pool_maxsize=32))
+    ns = "measure"
+    api_request(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    rv0 = api_request(api, "GET", "/api/v1/pods", query=[("limit", 1)])["metadata"]["resourceVersion"]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(16) as ex:
+        list(
+            ex.map(
+                lambda i: api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i)),
+                range(args.pods),
             )
-        logger.info(
-            "created", extra={"kv": {"pods": args.pods, "seconds": round(time.perf_counter() - start, 1)}}
         )
-        core = CoreV1Api(api)
-        results: dict[str, Any] = {}
+    logger.info(
+        "created", extra={"kv": {"pods": args.pods, "seconds": round(time.perf_counter() - start, 1)}}
+    )
+    core = CoreV1Api(api)
+    results: dict[str, Any] = {}
 
-        def list_models() -> int:
-            return len(core.list_pod_for_all_namespaces(_request_timeout=120).items)
+    def list_models() -> int:
+        return len(core.list_pod_for_all_namespaces(_request_timeout=120).items)
 
-        def list_raw() -> int:
-            resp = core.list_pod_for_all_namespaces(_preload_content=False, _request_timeout=120)
-            body = resp.data
-            results["list bytes"] = [len(body)]
-            return len(json.loads(body)["items"])
+    def list_raw() -> int:
+        resp = core.list_pod_for_all_namespaces(_preload_content=False, _request_timeout=120)
+        body = resp.data
+        results["list bytes"] = [len(body)]
+        return len(json.loads(body)["items"])
 
-        def informer_sync() -> int:
-            inf = Informer(api, PODS).start()
-            inf.wait_for_sync(120)
-            n = len(inf.store)
-            inf.stop()
+    def informer_sync() -> int:
+        inf = Informer(api, PODS).start()
+        inf.wait_for_sync(120)
+        n = len(inf.store)
+        inf.stop()
+        return n
+
+    def watch_stream(deserialize: bool) -> Callable[[], int]:
+        def run() -> int:
+            w = watch.Watch()
+            n = 0
+            for _ in w.stream(
+                core.list_pod_for_all_namespaces,
+                resource_version=rv0,
+                timeout_seconds=120,
+                deserialize=deserialize,
+                _request_timeout=(5, 120),
+            ):
+                n += 1
+                if n == args.pods:
+                    w.stop()
+                    break
             return n
 
-        def watch_stream(deserialize: bool) -> Callable[[], int]:
-            def run() -> int:
-                w = watch.Watch()
-                n = 0
-                for _ in w.stream(
-                    core.list_pod_for_all_namespaces,
-                    resource_version=rv0,
-                    timeout_seconds=120,
-                    deserialize=deserialize,
-                    _request_timeout=(5, 120),
-                ):
+        return run
+
+    def watch_ours() -> int:
+        resp = api.call_api(
+            "/api/v1/pods",
+            "GET",
+            query_params=[
+                ("watch", "true"),
+                ("resourceVersion", rv0),
+                ("timeoutSeconds", 120),
+                ("allowWatchBookmarks", "true"),
+            ],
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=(5, 120),
+        )
+        n = 0
+        try:
+            for line in _lines(resp):
+                if json.loads(line)["type"] == "ADDED":
                     n += 1
                     if n == args.pods:
-                        w.stop()
                         break
-                return n
+        finally:
+            resp.close()
+            resp.release_conn()
+        return n
 
-            return run
-
-        def watch_ours() -> int:
-            resp = api.call_api(
-                "/api/v1/pods",
-                "GET",
-                query_params=[
-                    ("watch", "true"),
-                    ("resourceVersion", rv0),
-                    ("timeoutSeconds", 120),
-                    ("allowWatchBookmarks", "true"),
-                ],
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=(5, 120),
-            )
-            n = 0
-            try:
-                for line in _lines(resp):
-                    if json.loads(line)["type"] == "ADDED":
-                        n += 1
-                        if n == args.pods:
-                            break
-            finally:
-                resp.close()
-                resp.release_conn()
-            return n
-
-        for _ in range(3):
-            timed("list: typed (models)", list_models, results)
-            timed("list: _preload_content=False + json.loads", list_raw, results)
-            timed("list: Informer (pages of 500) to synced", informer_sync, results)
-            timed("watch: Watch.stream deserialize=True", watch_stream(True), results)
-            timed("watch: Watch.stream deserialize=False", watch_stream(False), results)
-            timed("watch: our line reader + json.loads", watch_ours, results)
+    for _ in range(3):
+        timed("list: typed (models)", list_models, results)
+        timed("list: _preload_content=False + json.loads", list_raw, results)
+        timed("list: Informer (pages of 500) to synced", informer_sync, results)
+        timed("watch: Watch.stream deserialize=True", watch_stream(True), results)
+        timed("watch: Watch.stream deserialize=False", watch_stream(False), results)
+        timed("watch: our line reader + json.loads", watch_ours, results)
+    logger.info(
+        "bytes per pod in a list",
+        extra={"kv": {"bytes": round(results.pop("list bytes")[0] / args.pods)}},
+    )
+    for what, runs in results.items():
+        wall = sorted(r[0] for r in runs)[len(runs) // 2]
+        cpu = sorted(r[1] for r in runs)[len(runs) // 2]
         logger.info(
-            "bytes per pod in a list",
-            extra={"kv": {"bytes": round(results.pop("list bytes")[0] / args.pods)}},
+            "median",
+            extra={"kv": {"what": what, "seconds": round(wall, 2), "clientCPUSeconds": round(cpu, 2)}},
         )
-        for what, runs in results.items():
-            wall = sorted(r[0] for r in runs)[len(runs) // 2]
-            cpu = sorted(r[1] for r in runs)[len(runs) // 2]
-            logger.info(
-                "median",
-                extra={"kv": {"what": what, "seconds": round(wall, 2), "clientCPUSeconds": round(cpu, 2)}},
-            )
-    finally:
-        cp.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

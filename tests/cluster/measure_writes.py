@@ -18,13 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,7 +31,7 @@ from scheduler.cluster.binder import binding_body
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.events import micro_time
 from scheduler.logs import kv, setup
-from tests.apiserver import ControlPlane, find_bin_dir
+from tests.apiserver import ControlPlane, standalone
 
 logger = logging.getLogger("measure_writes")
 NS = "measure"
@@ -161,48 +158,46 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     setup(0)
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        logger.error("the pinned tools are not built: run make tools first")
-        return 1
-    tmp = Path(tempfile.mkdtemp(prefix="ds-measure-"))
-    cp = ControlPlane(bin_dir=bin_dir, dir=tmp)
-    cp.start()
     try:
-        api = new_api_client(ClientOptions(kubeconfig=cp.kubeconfig, qps=0, pool_maxsize=32))
-        api_request(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-        api_request(api, "POST", "/api/v1/nodes", body={"metadata": {"name": NODE}})
-        paths = {"generated client": generated(api), "urllib3": bare_urllib3(api), "api_request": ours(api)}
-        results: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for r in range(args.rounds):
-            with ThreadPoolExecutor(16) as ex:
-                created = list(
-                    ex.map(
-                        lambda i: api_request(
-                            api, "POST", f"/api/v1/namespaces/{NS}/pods", body=pod_body(f"p{i}")
-                        ),
-                        range(r * args.pods, (r + 1) * args.pods),
-                    )
+        with standalone() as cp:
+            return measure(cp, args)
+    except RuntimeError as e:
+        logger.error(str(e))
+        return 1
+
+
+def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
+    api = new_api_client(ClientOptions(kubeconfig=cp.kubeconfig, qps=0, pool_maxsize=32))
+    api_request(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+    api_request(api, "POST", "/api/v1/nodes", body={"metadata": {"name": NODE}})
+    paths = {"generated client": generated(api), "urllib3": bare_urllib3(api), "api_request": ours(api)}
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(args.rounds):
+        with ThreadPoolExecutor(16) as ex:
+            created = list(
+                ex.map(
+                    lambda i: api_request(
+                        api, "POST", f"/api/v1/namespaces/{NS}/pods", body=pod_body(f"p{i}")
+                    ),
+                    range(r * args.pods, (r + 1) * args.pods),
                 )
-            pods = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in created]
-            third = len(pods) // 3
-            parts = (pods[:third], pods[third : 2 * third], pods[2 * third :])
-            for (label, (bind, event)), part in zip(paths.items(), parts, strict=True):
-                results.setdefault((label, "Binding"), []).append(timed(bind, part))
-                results.setdefault((label, "Event"), []).append(timed(event, part))
-        for (label, what), runs in results.items():
-            logger.info(
-                "median",
-                extra=kv(
-                    path=label,
-                    write=what,
-                    cpuMsPerWrite=round(statistics.median(c for c, _ in runs), 3),
-                    wallMsPerWrite=round(statistics.median(w for _, w in runs), 3),
-                ),
             )
-    finally:
-        cp.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        pods = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in created]
+        third = len(pods) // 3
+        parts = (pods[:third], pods[third : 2 * third], pods[2 * third :])
+        for (label, (bind, event)), part in zip(paths.items(), parts, strict=True):
+            results.setdefault((label, "Binding"), []).append(timed(bind, part))
+            results.setdefault((label, "Event"), []).append(timed(event, part))
+    for (label, what), runs in results.items():
+        logger.info(
+            "median",
+            extra=kv(
+                path=label,
+                write=what,
+                cpuMsPerWrite=round(statistics.median(c for c, _ in runs), 3),
+                wallMsPerWrite=round(statistics.median(w for _, w in runs), 3),
+            ),
+        )
     return 0
 
 
