@@ -159,5 +159,5 @@ conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, the
 ##@ Benchmark
 
 .PHONY: bench
-bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread BENCH_MODES=stream,backlog)
+bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread,preemption,churn,dynamic BENCH_MODES=stream,backlog)
 	@bash hack/bench.sh

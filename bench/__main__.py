@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from bench import churn, kwok, load, machine, prom, report
 from bench import contenders as ct
-from bench import kwok, load, machine, prom, report
 from bench import workloads as wl
 from bench.procstat import sample
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--contenders",
         default="",
-        help=f"comma-separated, from: {', '.join(c.name for c in ct.ALL)} (default: all)",
+        help=f"comma-separated, from: {', '.join(c.name for c in ct.ALL)} (default: {', '.join(ct.DEFAULT)})",
     )
     p.add_argument(
         "--workloads",
@@ -108,9 +108,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO,
         help="the checkout whose scheduler package the ours-* contenders run (default: this one)",
     )
+    p.add_argument(
+        "--ours-args",
+        default="",
+        help="more flags for our scheduler's processes, e.g. '-v=4' (split at spaces)",
+    )
     p.add_argument("--note", default="", help="a sentence for the report (e.g. what else ran on the machine)")
     ns = p.parse_args(argv)
-    names = [n.strip() for n in ns.contenders.split(",") if n.strip()] or [c.name for c in ct.ALL]
+    names = [n.strip() for n in ns.contenders.split(",") if n.strip()] or list(ct.DEFAULT)
     unknown = [n for n in names if n not in ct.BY_NAME]
     if unknown:
         p.error(f"unknown contender(s) {', '.join(unknown)}; expected some of {', '.join(ct.BY_NAME)}")
@@ -175,9 +180,15 @@ class Bench:
             kube_scheduler=self.args.kube_scheduler,
             rawbinder=self.args.rawbinder,
             ours_source=self.args.ours_source,
+            ours_args=tuple(self.args.ours_args.split()),
         )
-        if any(c.dynamic for c in self.contenders):
+        if any(wl.BY_NAME[w].dynamic for w in self.args.workload_names) and any(
+            c.kind == "ours" for c in self.contenders
+        ):
             setup = self._setup_prometheus(setup)
+        load.ensure_priority_classes(self.api, wl.PRIORITY_CLASSES)
+        if left := churn.clean_up(self.api):
+            say(f"deleted {left} churn nodes of an earlier run")
         for c in self.contenders:
             load.ensure_namespace(self.api, c.namespace)
             load.delete_pods(self.api, c.namespace)
@@ -232,29 +243,39 @@ class Bench:
     def run_one(
         self, c: ct.Contender, run: int, setup: ct.Setup, workload: wl.Workload, mode: str
     ) -> dict[str, Any]:
-        """One run of ``c`` on ``workload``'s pods. stream: the pods are created while it runs,
-        from ``t0``; backlog: all are created (Pending) first, and ``t0`` is when it is started."""
+        """One run of ``c`` on ``workload``'s pods. stream: the measured pods are created while
+        it runs, from ``t0``; backlog: all are created (Pending) first, and ``t0`` is when it is
+        started. Pods the workload binds before the run are created (and Running) first."""
         a = self.args
         tag = f"{run}/{a.runs} {c.name} ({workload.name}, {mode})"
         case = f"{workload.name}-{mode}"
         load.delete_pods(self.api, c.namespace)
         kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
-        observer = load.Observer(a.kubeconfig, c.namespace)
         shape = wl.Shape(a.nodes, a.pods, prefix=f"r{run}-{case}")
+        count = workload.measured(shape)
+        if workload.prefill(shape):
+            self._prefill(c, workload, shape, tag)
+        observer = load.Observer(a.kubeconfig, c.namespace, wl.MEASURED)
         creator = load.Creator(
             a.kubeconfig,
             c.namespace,
             lambda i: workload.pod(i, c.scheduler_name, shape),
-            a.pods,
+            count,
             a.create_workers,
+        )
+        churner = (
+            churn.Churner(a.kubeconfig, c.namespace, c.scheduler_name, shape.prefix)
+            if workload.churn
+            else None
         )
         if mode == BACKLOG:
             observer.start()
             self._create_backlog(creator, tag)
         t0 = time.time()
-        running = ct.start(c, setup, f"run{run}-{case}")
+        running = ct.start(c, setup, f"run{run}-{case}", dynamic=workload.dynamic)
         profiler: subprocess.Popen[bytes] | None = None
         wall_limit_hit = False
+        churned: churn.ChurnStats | None = None
         try:
             running.wait_ready()
             if mode == STREAM:
@@ -281,6 +302,8 @@ class Bench:
             if mode == STREAM:
                 t0 = time.time()
                 creator.start()
+            if churner is not None:
+                churner.start()
             last_bound, last_change = 0, time.monotonic()
             last_rate_t, last_rate_b = time.monotonic(), 0
             rate = 0.0
@@ -289,13 +312,13 @@ class Bench:
                 now = time.monotonic()
                 if bound != last_bound:
                     last_bound, last_change = bound, now
-                if bound >= a.pods:
+                if bound >= count:
                     break
                 if now - last_change > a.stall_timeout and creator.done():
                     wall_limit_hit = True
                     self.progress.say(
                         f"run {tag}: no bind for {a.stall_timeout:.0f}s; ending the run "
-                        f"with {bound}/{a.pods} bound"
+                        f"with {bound}/{count} bound"
                     )
                     break
                 running.check()
@@ -306,7 +329,7 @@ class Bench:
                 st = creator.stats
                 crate = st.created / max(1e-3, (st.finished_at or time.time()) - st.started_at)
                 self.progress.status(
-                    f"run {tag}: created {st.created}/{a.pods} ({crate:.0f}/s), "
+                    f"run {tag}: created {st.created}/{count} ({crate:.0f}/s), "
                     f"bound {bound} ({rate:.0f}/s), {time.time() - t0:.0f}s"
                 )
                 # The tick of the status line and the checks (the loop ends on the last bind, or a stall).
@@ -314,17 +337,21 @@ class Bench:
             after = sample(running.pid)
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
+            if churner is not None:
+                churned = churner.stop()
             watch = observer.stop()
             creator.join(120)
         finally:
+            if churner is not None:
+                churner.stop()
             code = running.stop()
             if profiler is not None:
                 try:
                     profiler.wait(30)
                 except subprocess.TimeoutExpired:
                     profiler.kill()
-        server = load.server_times(self.api, c.namespace)
-        events = load.scheduled_events(self.api, c.namespace, t0)
+        server = load.server_times(self.api, c.namespace, wl.MEASURED)
+        events = load.scheduled_events(self.api, c.namespace, t0, prefix=f"{shape.prefix}-")
         self._save_raw(c, run, case, t0, watch, server)
         st = creator.stats
         if mode == BACKLOG and after is not None:
@@ -334,7 +361,7 @@ class Bench:
             run=run,
             workload=workload.name,
             mode=mode,
-            pods=a.pods,
+            pods=count,
             create={"created": st.created, "failed": st.failed, "rate": st.rate},
             watch=watch,
             server=server,
@@ -346,6 +373,8 @@ class Bench:
         )
         fig["exit_code"] = code
         fig["scheduled_events"] = events
+        if churned is not None:
+            fig["churn"] = dataclasses.asdict(churned)
         if st.errors:
             fig["create_errors"] = st.errors
         lw = fig["latency_watch_s"]
@@ -355,13 +384,36 @@ class Bench:
             else f"latency p50/p99 {lw['p50']}/{lw['p99']}s (watch)"
         )
         self.progress.say(
-            f"run {tag}: {fig['bound_watch']}/{a.pods} bound, {fig['pods_per_s']} pods/s, "
+            f"run {tag}: {fig['bound_watch']}/{count} bound, {fig['pods_per_s']} pods/s, "
             f"{timing}, CPU {fig['cpu_s']}s, peak RSS {fig['peak_rss_mib']} MiB; "
             f"created at {fig['create_rate']}/s; {events} Scheduled events"
+            + (f"; churn: {churned.created} created, {churned.failed} failed" if churned else "")
         )
         took = load.delete_pods(self.api, c.namespace)
         logger.debug("deleted pods in %.1fs", took)
         return fig
+
+    def _prefill(self, c: ct.Contender, workload: wl.Workload, shape: wl.Shape, tag: str) -> None:
+        """Create the pods the workload binds before the run, and wait until kwok runs them."""
+        n = workload.prefill(shape)
+        creator = load.Creator(
+            self.args.kubeconfig,
+            c.namespace,
+            lambda j: workload.prefill_pod(j, shape),
+            n,
+            self.args.create_workers,
+        )
+        creator.start()
+        while not creator.done():
+            self.progress.status(f"run {tag}: binding {creator.stats.created}/{n} pods before the run")
+            creator.join(0.5)  # the tick of the status line
+        if creator.stats.failed:
+            raise RuntimeError(
+                f"run {tag}: {creator.stats.failed} of {n} pods to bind before the run failed: "
+                f"{'; '.join(creator.stats.errors)}"
+            )
+        load.wait_running(self.api, c.namespace, wl.PREFILLED, n, progress=self.progress.status)
+        self.progress.say(f"run {tag}: {n} pods bound and Running before the run")
 
     def _create_backlog(self, creator: load.Creator, tag: str) -> None:
         """Create every pod with no contender running; return once all are created."""
@@ -416,7 +468,13 @@ class Bench:
             for run in range(1, a.runs + 1):
                 # Alternate the order, so no contender always runs right after the same one.
                 order = self.contenders if run % 2 else list(reversed(self.contenders))
-                cases = [(wl.BY_NAME[w], m, c) for w in a.workload_names for m in a.mode_names for c in order]
+                cases = [
+                    (wl.BY_NAME[w], m, c)
+                    for w in a.workload_names
+                    for m in a.mode_names
+                    for c in order
+                    if wl.BY_NAME[w].raw or c.kind != "raw"
+                ]
                 for workload, mode, c in cases:
                     self.runs.append(self.run_one(c, run, setup, workload, mode))
                     (self.workdir / "runs.json").write_text(json.dumps(self.runs, indent=1), encoding="utf-8")

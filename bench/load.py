@@ -195,11 +195,12 @@ def delete_pods(api: ApiClient, namespace: str, *, workers: int = 32, timeout: f
     return time.monotonic() - start
 
 
-def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
+def list_pods(api: ApiClient, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    """The namespace's pods (of the label selector, when given)."""
     items: list[dict[str, Any]] = []
     cont = None
     while True:
-        query: list[tuple[str, Any]] = [("limit", 1000)]
+        query: list[tuple[str, Any]] = [("limit", 1000), ("labelSelector", selector)]
         if cont:
             query.append(("continue", cont))
         page = api_request(api, "GET", f"/api/v1/namespaces/{namespace}/pods", query=query, timeout=(5, 120))
@@ -209,9 +210,10 @@ def list_pods(api: ApiClient, namespace: str) -> list[dict[str, Any]]:
             return items
 
 
-def scheduled_events(api: ApiClient, namespace: str, since: float) -> int:
-    """How many ``Scheduled`` events about the namespace's pods were written at or after ``since``
-    (epoch seconds, whole): what a scheduler reported, next to what it bound."""
+def scheduled_events(api: ApiClient, namespace: str, since: float, prefix: str = "") -> int:
+    """How many ``Scheduled`` events about the namespace's pods (those whose names start with
+    ``prefix``: the measured pods of a run) were written at or after ``since`` (epoch seconds,
+    whole): what a scheduler reported, next to what it bound."""
     count = 0
     cont = None
     while True:
@@ -222,6 +224,8 @@ def scheduled_events(api: ApiClient, namespace: str, since: float) -> int:
             api, "GET", f"/api/v1/namespaces/{namespace}/events", query=query, timeout=(5, 120)
         )
         for ev in page.get("items") or ():
+            if not (ev.get("involvedObject") or {}).get("name", "").startswith(prefix):
+                continue
             at = ev.get("eventTime") or ev.get("firstTimestamp") or ev["metadata"].get("creationTimestamp")
             if parse_time(at) >= int(since):
                 count += 1
@@ -240,11 +244,11 @@ class ServerTimes:
     """Pod name -> node (bound pods only)."""
 
 
-def server_times(api: ApiClient, namespace: str) -> ServerTimes:
+def server_times(api: ApiClient, namespace: str, selector: str | None = None) -> ServerTimes:
     created: dict[str, float] = {}
     scheduled: dict[str, float] = {}
     nodes: dict[str, str] = {}
-    for pod in list_pods(api, namespace):
+    for pod in list_pods(api, namespace, selector):
         name = pod["metadata"]["name"]
         created[name] = parse_time(pod["metadata"].get("creationTimestamp"))
         node = (pod.get("spec") or {}).get("nodeName")
@@ -255,6 +259,54 @@ def server_times(api: ApiClient, namespace: str) -> ServerTimes:
             if c.get("type") == "PodScheduled" and c.get("status") == "True":
                 scheduled[name] = parse_time(c.get("lastTransitionTime"))
     return ServerTimes(created, scheduled, nodes)
+
+
+def ensure_priority_classes(api: ApiClient, classes: dict[str, int]) -> None:
+    """The PriorityClasses of the workloads (name -> value), created if missing."""
+    for name, value in classes.items():
+        try:
+            api_request(
+                api,
+                "POST",
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                body={
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name, "labels": {PART_OF[0]: PART_OF[1]}},
+                    "value": value,
+                    "description": "dynamic-scheduler bench",
+                },
+            )
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+
+def wait_running(
+    api: ApiClient,
+    namespace: str,
+    selector: str,
+    count: int,
+    *,
+    timeout: float = 600,
+    progress: Callable[[str], None] = lambda s: None,
+) -> None:
+    """Until ``count`` pods of ``selector`` are Running (kwok's status writes for pods bound at
+    creation are over before a contender starts)."""
+    running = [0]
+
+    def all_running() -> bool:
+        pods = list_pods(api, namespace, selector)
+        running[0] = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+        progress(f"{running[0]}/{count} pods bound before the run are Running")
+        return running[0] >= count
+
+    try:
+        poll(all_running, timeout, f"{count} pods of {selector} Running", 1)
+    except PollTimeoutError:
+        raise TimeoutError(
+            f"only {running[0]} of {count} pods of {selector} in {namespace} Running after {timeout:.0f}s"
+        ) from None
 
 
 # --- creating -------------------------------------------------------------------------------------
@@ -343,9 +395,16 @@ class WatchTimes:
 
 
 def _observe(
-    kubeconfig: str, namespace: str, ready: Any, stop: Any, n_seen: Any, n_bound: Any, out: Any
+    kubeconfig: str,
+    namespace: str,
+    selector: str,
+    ready: Any,
+    stop: Any,
+    n_seen: Any,
+    n_bound: Any,
+    out: Any,
 ) -> None:
-    """The observer process: watch the namespace's pods until told to stop."""
+    """The observer process: watch the namespace's pods of ``selector`` until told to stop."""
     api = new_api_client(ClientOptions(kubeconfig=kubeconfig, qps=0, burst=1, pool_maxsize=4))
     seen: dict[str, float] = {}
     bound: dict[str, float] = {}
@@ -360,9 +419,8 @@ def _observe(
             bound[name] = now
             n_bound.value += 1
 
-    informer = Informer(
-        api, Resource("pods", f"/api/v1/namespaces/{namespace}/pods", True), name=f"bench-{namespace}"
-    )
+    resource = Resource("pods", f"/api/v1/namespaces/{namespace}/pods", True, label_selector=selector)
+    informer = Informer(api, resource, name=f"bench-{namespace}")
     informer.add_handlers(on_pod, lambda _old, new: on_pod(new), None)
     informer.start()
     informer.wait_for_sync(60)
@@ -373,9 +431,9 @@ def _observe(
 
 
 class Observer:
-    """The watch of one run's namespace, in its own process."""
+    """The watch of one run's measured pods (``selector``), in its own process."""
 
-    def __init__(self, kubeconfig: str, namespace: str) -> None:
+    def __init__(self, kubeconfig: str, namespace: str, selector: str) -> None:
         ctx = mp.get_context("spawn")
         self._ready = ctx.Event()
         self._stop = ctx.Event()
@@ -386,7 +444,16 @@ class Observer:
             target=_observe,
             name=f"observe-{namespace}",
             daemon=True,
-            args=(kubeconfig, namespace, self._ready, self._stop, self.n_seen, self.n_bound, self._out),
+            args=(
+                kubeconfig,
+                namespace,
+                selector,
+                self._ready,
+                self._stop,
+                self.n_seen,
+                self.n_bound,
+                self._out,
+            ),
         )
 
     def start(self, timeout: float = 90) -> None:

@@ -2,16 +2,17 @@
 # make bench: scheduling throughput and latency of dynamic-scheduler against
 # kube-scheduler and a raw binder, on kwok nodes in the kind cluster
 # (python -m bench; see the README's "Benchmark"). Variables: BENCH_NODES,
-# BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_WORKLOADS (basic,affinity,spread), BENCH_MODES
-# (stream,backlog), BENCH_ARGS (more flags of python -m bench).
+# BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_WORKLOADS
+# (basic,affinity,spread,preemption,churn,dynamic), BENCH_MODES (stream,backlog),
+# BENCH_ARGS (more flags of python -m bench).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
 cluster_exists || die "no cluster $KIND_CLUSTER: run make kind-up"
 
-# Only the Dynamic contenders (all but an explicit BENCH_CONTENDERS without them) query Prometheus.
-if [[ -z ${BENCH_CONTENDERS:-} || ${BENCH_CONTENDERS} == *dynamic* ]]; then
-  need prometheus "the Dynamic contenders query a local Prometheus: apt-get install prometheus (Debian's package)"
+# Only the dynamic workload (in the default list) queries Prometheus.
+if [[ -z ${BENCH_WORKLOADS:-} || ${BENCH_WORKLOADS} == *dynamic* ]]; then
+  need prometheus "the dynamic workload queries a local Prometheus: apt-get install prometheus (Debian's package)"
 fi
 kwok=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kwok)
 kube_scheduler=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kube-scheduler)
