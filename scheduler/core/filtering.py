@@ -14,6 +14,14 @@ fit the pod both with those pods counted and without them (kube-scheduler's
 and of the cycle state that the PreFilter extensions (``add_pod``) update.
 With no nominations, the usual case, only the batch path runs.
 
+Node-static filters: the leading Filter plugins that declare ``node_static``
+(NodeName, NodeUnschedulable, TaintToleration, NodeAffinity) decide from the
+Node object and a few fields of the pod alone. Their combined verdict on a
+node (the first that rejects it, in order) is kept in ``NodeInfo.node_memo``,
+which a change of the Node clears, under the pod's values of those fields:
+the next pod that asks the same (every pod of a Deployment) costs one
+lookup per node for them, not a pass of each plugin.
+
 The same per-node runs serve PostFilter (``framework.Framework``):
 preemption removes victims from a node copy and asks whether the pod fits.
 A failure is a :class:`FitError`, whose message is what FailedScheduling
@@ -29,7 +37,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from scheduler.core.framework import BatchFilter, Code, CycleState, Snapshot, Status, filter_each
+import orjson
+
+from scheduler.core.framework import (
+    MEMO_ENTRIES,
+    BatchFilter,
+    Code,
+    CycleState,
+    Snapshot,
+    Status,
+    filter_each,
+)
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
@@ -43,6 +61,21 @@ MIN_FILTER_CHUNK = 32
 """Nodes filtered per batch at least: near the end of a search fewer are wanted; filtering a
 few more and dropping them beats many calls over one node each."""
 NO_NODES_MSG = "no nodes available to schedule pods"
+NODE_STATIC_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
+"""What of a pod's spec a ``node_static`` filter may read (``affinity``: its ``nodeAffinity``)."""
+_STATIC_SIGNATURE = "filtering.node-static"
+_UNKNOWN = object()
+
+
+def node_static_signature(pod: PodInfo) -> bytes:
+    """The pod's ``NODE_STATIC_FIELDS`` as canonical JSON (memoized on the pod)."""
+    sig = pod.memo.get(_STATIC_SIGNATURE)
+    if sig is None:
+        spec = pod.spec
+        affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+        fields = [spec.get("nodeName"), spec.get("nodeSelector"), affinity, spec.get("tolerations")]
+        sig = pod.memo[_STATIC_SIGNATURE] = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+    return sig  # type: ignore[no-any-return]
 
 
 class SchedulingError(Exception):
@@ -155,6 +188,9 @@ class Filtering:
     ) -> None:
         self._filter_nodes = [(p.name, filter_nodes_of(p)) for p in filters]
         self._filter_one = [(p.name, p.filter) for p in filters]
+        self._node_static = frozenset(p.name for p in filters if getattr(p, "node_static", False))
+        self._memo_token = object()
+        """This profile's entries in ``NodeInfo.node_memo`` (profiles configure plugins apart)."""
         self.extensions = list(extensions)
         self.nominator = nominator
         self.percentage = percentage_of_nodes_to_score
@@ -178,6 +214,14 @@ class Filtering:
             return []
         want = num_feasible_nodes_to_find(self.percentage, num_all)
         filters = [(name, f) for name, f in self._filter_nodes if name not in skip]
+        static = next(
+            (i for i, (name, _) in enumerate(filters) if name not in self._node_static), len(filters)
+        )
+        memo_key = (
+            (self._memo_token, node_static_signature(pod), frozenset(skip & self._node_static))
+            if static
+            else None
+        )
         one_by_one = self.filters_for(skip) if nominated else []
         feasible: list[NodeInfo] = []
         start = self._next_start % n
@@ -188,7 +232,10 @@ class Filtering:
             chunk = order[pos : pos + max(need, MIN_FILTER_CHUNK)]
             if nominated and any(ni.name in nominated for ni in chunk):
                 plain = [ni for ni in chunk if ni.name not in nominated]
-                fit = {id(ni) for ni in self._filter_chunk(state, pod, plain, filters, statuses)}
+                fit = {
+                    id(ni)
+                    for ni in self._filter_chunk(state, pod, plain, filters, statuses, static, memo_key)
+                }
                 for ni in chunk:
                     pods = nominated.get(ni.name)
                     if pods is None:
@@ -201,7 +248,7 @@ class Filtering:
                         statuses[ni.name] = failed
                 passed = [ni for ni in chunk if id(ni) in fit]
             else:
-                passed = self._filter_chunk(state, pod, chunk, filters, statuses)
+                passed = self._filter_chunk(state, pod, chunk, filters, statuses, static, memo_key)
             used = len(chunk)
             if len(passed) > need:
                 # The search ends at the node that completes it: later ones don't count.
@@ -222,8 +269,41 @@ class Filtering:
         chunk: list[NodeInfo],
         filters: list[tuple[str, BatchFilter]],
         statuses: dict[str, tuple[str, Status]],
+        static: int = 0,
+        memo_key: Any = None,
     ) -> list[NodeInfo]:
-        """The nodes of ``chunk`` that pass every filter, one plugin over the list at a time."""
+        """The nodes of ``chunk`` that pass every filter, one plugin over the list at a time; the
+        first ``static`` filters' verdicts come from (and go to) the node memo, under ``memo_key``."""
+        if memo_key is None:
+            return self._run_chunk(state, pod, chunk, filters, statuses)
+        verdicts = [ni.node_memo.get(memo_key, _UNKNOWN) for ni in chunk]
+        if _UNKNOWN in verdicts:
+            todo = [i for i, v in enumerate(verdicts) if v is _UNKNOWN]
+            new: dict[str, tuple[str, Status]] = {}
+            self._run_chunk(state, pod, [chunk[i] for i in todo], filters[:static], new)
+            for i in todo:
+                ni = chunk[i]
+                verdicts[i] = v = new.get(ni.name)
+                memo = ni.node_memo
+                if len(memo) >= MEMO_ENTRIES:
+                    memo.clear()
+                memo[memo_key] = v
+        passed = []
+        for ni, v in zip(chunk, verdicts, strict=True):
+            if v is None:
+                passed.append(ni)
+            else:
+                statuses[ni.name] = v
+        return self._run_chunk(state, pod, passed, filters[static:], statuses)
+
+    def _run_chunk(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        chunk: list[NodeInfo],
+        filters: list[tuple[str, BatchFilter]],
+        statuses: dict[str, tuple[str, Status]],
+    ) -> list[NodeInfo]:
         passed = chunk
         for name, f in filters:
             if not passed:

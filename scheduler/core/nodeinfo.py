@@ -43,6 +43,7 @@ class NodeInfo:
         "pods_with_affinity",
         "pods_with_required_anti_affinity",
         "generation",
+        "free",
         "memo",
         "node_memo",
     )
@@ -63,6 +64,8 @@ class NodeInfo:
         self.pods_with_affinity: dict[str, PodInfo] = {}
         self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
         self.generation = 0
+        self.free = (0, 0, 0)
+        """(pods, milli-CPU, memory bytes) still allocatable: what NodeResourcesFit checks first."""
         self.memo: dict[str, Any] = {}
         """Per-plugin caches; cleared on every change."""
         self.node_memo: dict[str, Any] = {}
@@ -73,6 +76,12 @@ class NodeInfo:
 
     def _changed(self) -> None:
         self.generation += 1
+        alloc, used = self.allocatable, self.requested
+        self.free = (
+            alloc.allowed_pod_number - len(self.pods),
+            alloc.milli_cpu - used.milli_cpu,
+            alloc.memory - used.memory,
+        )
         if self.memo:
             self.memo.clear()
 
@@ -136,6 +145,7 @@ class NodeInfo:
         c.pods_with_affinity = dict(self.pods_with_affinity)
         c.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
         c.generation = self.generation
+        c.free = self.free
         c.memo = {}
         c.node_memo = self.node_memo
         return c

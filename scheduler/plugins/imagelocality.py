@@ -73,13 +73,16 @@ class ImageLocality:
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
         """``score`` over many nodes. When no node has any of the pod's images (the cache
-        counts the nodes of each image), every node scores what a node without them does,
-        and none is looked at: the common case of a pod whose image is not pulled yet."""
+        counts the nodes of each image), every node scores what a node without images
+        does, and none is looked at: the common case of a pod whose image is not pulled yet."""
         names, count = self._images(pod)
         snapshot = self.handle.snapshot
+        base = calculate_priority(0, count)
         if not any(snapshot.image_num_nodes(name) for name in names):
-            return [calculate_priority(0, count)] * len(nodes)
-        return [self.score(state, pod, ni) for ni in nodes]
+            return [base] * len(nodes)
+        # Some nodes have some of them (the pause image on the real nodes, say): only nodes
+        # with images at all are looked at.
+        return [self.score(state, pod, ni) if ni.images else base for ni in nodes]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         names, count = self._images(pod)

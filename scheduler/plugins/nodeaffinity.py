@@ -89,6 +89,8 @@ def node_names_from_terms(terms: list[Mapping[str, Any]]) -> set[str] | None:
 
 class NodeAffinity:
     name: ClassVar[str] = "NodeAffinity"
+    node_static: ClassVar[bool] = True
+    """Filter reads only the Node object and the pod's ``core.filtering.NODE_STATIC_FIELDS``."""
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         added = getattr(args, "added_affinity", None) or {}

@@ -15,6 +15,8 @@ _REJECTED = unresolvable(ERR_REASON)
 
 class NodeName:
     name: ClassVar[str] = "NodeName"
+    node_static: ClassVar[bool] = True
+    """Filter reads only the Node object and the pod's ``core.filtering.NODE_STATIC_FIELDS``."""
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass

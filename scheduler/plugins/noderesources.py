@@ -130,13 +130,7 @@ class NodeResourcesFit:
         cpu, mem, eph, scalars = want
         if eph or scalars:
             return filter_each(self.filter, state, pod, nodes)
-        failed = [
-            i
-            for i, ni in enumerate(nodes)
-            if len(ni.pods) >= ni.allocatable.allowed_pod_number
-            or cpu > ni.allocatable.milli_cpu - ni.requested.milli_cpu
-            or mem > ni.allocatable.memory - ni.requested.memory
-        ]
+        failed = [i for i, ni in enumerate(nodes) if (f := ni.free)[0] <= 0 or cpu > f[1] or mem > f[2]]
         if not failed:
             return None
         results: list[Status | None] = [None] * len(nodes)

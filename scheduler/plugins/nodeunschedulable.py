@@ -22,6 +22,8 @@ _REJECTED = unresolvable(ERR_REASON_UNSCHEDULABLE)
 
 class NodeUnschedulable:
     name: ClassVar[str] = "NodeUnschedulable"
+    node_static: ClassVar[bool] = True
+    """Filter reads only the Node object and the pod's ``core.filtering.NODE_STATIC_FIELDS``."""
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass

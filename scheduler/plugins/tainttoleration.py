@@ -75,6 +75,8 @@ def _split_taints(node: NodeInfo) -> tuple[tuple[dict[str, Any], ...], tuple[dic
 
 class TaintToleration:
     name: ClassVar[str] = "TaintToleration"
+    node_static: ClassVar[bool] = True
+    """Filter reads only the Node object and the pod's ``core.filtering.NODE_STATIC_FIELDS``."""
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         pass
