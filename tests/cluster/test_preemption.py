@@ -312,8 +312,11 @@ def victim_terminating_for(world: World, preemptor: str, priority: str) -> str:
 
 def test_the_nominated_node_is_kept_for_the_preemptor(world: World) -> None:
     n1 = victim_terminating_for(world, "high", "high")
-    # While the victim terminates, the preemptor waits for it instead of preempting again,
-    # and a lower-priority pod can neither take the room nor preempt for it.
+    # The victim's termination moves no one (NodeResourcesFit waits for its deletion, as
+    # kube-scheduler's queueing hint): a node added is a cluster event that does. Tried
+    # again while the victim terminates, the preemptor waits for it instead of preempting
+    # again, and a lower-priority pod can neither take the room nor preempt for it.
+    world.node("b", 0)
     note = world.failed_with("high", "not eligible due to a terminating pod on the nominated node")
     assert "preemption:" in note
     world.pod("mid", 2, "mid-never")
