@@ -294,6 +294,8 @@ class Bench:
                         "--output",
                         str(self.workdir / f"{c.name}-run{run}-{case}.pyspy.txt"),
                         "--nonblocking",
+                        # Only threads holding the GIL: CPU in Python, not a wait in libcurl.
+                        "--gil",
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Waits until every node of the cluster is Ready and kube-proxy and CoreDNS run;
-# on failure shows nodes and pods, exports the node logs and fails.
+# on failure shows nodes and pods, exports the node logs and fails. The
+# benchmark's kwok nodes are left out: kept between runs (--keep-nodes), they
+# are NotReady while no kwok controller runs.
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 
@@ -13,7 +15,9 @@ fail() {
   die "$1 (node logs: $logs)"
 }
 log "waiting for nodes, kube-proxy and CoreDNS"
-kubectl wait --for=condition=Ready nodes --all --timeout=240s >/dev/null || fail "nodes did not become Ready"
+kubectl wait --for=condition=Ready nodes --timeout=240s \
+  -l '!bench.dynamic-scheduler.io/kwok,!bench.dynamic-scheduler.io/churn' >/dev/null \
+  || fail "nodes did not become Ready"
 kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=180s >/dev/null || fail "kube-proxy is not running"
 kubectl -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null || fail "CoreDNS is not running"
 log "cluster $KIND_CLUSTER is ready: export KUBECONFIG=$KUBECONFIG"
