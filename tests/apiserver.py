@@ -31,6 +31,7 @@ import contextlib
 import datetime
 import ipaddress
 import json
+import logging
 import os
 import shutil
 import signal
@@ -39,7 +40,7 @@ import ssl
 import subprocess
 import tempfile
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -534,6 +535,17 @@ def standalone(prefix: str = "ds-measure-") -> Iterator[ControlPlane]:
     finally:
         cp.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_on_standalone(measure: Callable[[ControlPlane, Any], int], args: Any) -> int:
+    """A ``measure_*`` script's main: ``measure(control_plane, args)`` on a ``standalone()``
+    control plane; 1, with the reason logged, when it cannot start."""
+    try:
+        with standalone() as cp:
+            return measure(cp, args)
+    except RuntimeError as e:
+        logging.getLogger("measure").error(str(e))
+        return 1
 
 
 # --- the fixture ------------------------------------------------------------------------

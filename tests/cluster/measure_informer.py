@@ -33,7 +33,7 @@ from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.informers import Informer, _lines
 from scheduler.cluster.store import PODS
 from scheduler.logs import setup
-from tests.apiserver import ControlPlane, standalone
+from tests.apiserver import ControlPlane, measure_on_standalone
 
 logger = logging.getLogger("measure_informer")
 
@@ -109,12 +109,7 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     args = ap.parse_args()
     setup(0)
-    try:
-        with standalone() as cp:
-            return measure(cp, args)
-    except RuntimeError as e:
-        logger.error(str(e))
-        return 1
+    return measure_on_standalone(measure, args)
 
 
 def measure(cp: ControlPlane, args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from scheduler.cluster.binder import binding_body
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.events import micro_time
 from scheduler.logs import kv, setup
-from tests.apiserver import ControlPlane, standalone
+from tests.apiserver import ControlPlane, measure_on_standalone
 
 logger = logging.getLogger("measure_writes")
 NS = "measure"
@@ -158,12 +158,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     setup(0)
-    try:
-        with standalone() as cp:
-            return measure(cp, args)
-    except RuntimeError as e:
-        logger.error(str(e))
-        return 1
+    return measure_on_standalone(measure, args)
 
 
 def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
