@@ -356,6 +356,7 @@ class Bench:
         events = load.scheduled_events(self.api, c.namespace, t0, prefix=f"{shape.prefix}-")
         self._save_raw(c, run, case, t0, watch, server)
         st = creator.stats
+        rss_ready = before.rss_bytes if before is not None else None
         if mode == BACKLOG and after is not None:
             before = None  # the whole process is the run: its start lists the backlog
         fig = report.run_figures(
@@ -370,6 +371,7 @@ class Bench:
             cpu_window=(after.cpu_seconds - before.cpu_seconds) if after and before else None,
             cpu_total=after.cpu_seconds if after else None,
             peak_rss=after.hwm_bytes if after else None,
+            rss_ready=rss_ready,
             t0=t0,
             wall_limit_hit=wall_limit_hit,
         )
