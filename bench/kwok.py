@@ -263,6 +263,10 @@ options:
   # controller to mark a node NotReady. Pods go on at the default pace (the contenders' load).
   nodePlayStageParallelism: 16
   nodeLeaseParallelism: 16
+  # A config file gets no defaults: kwok's own for the rest.
+  podPlayStageParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
 """
 
 
