@@ -97,6 +97,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--settle", type=float, default=5, help="seconds of rest between runs")
     p.add_argument(
+        "--events-timeout",
+        type=float,
+        default=60,
+        help="after the last bind, how long to wait for the contender's Scheduled events",
+    )
+    p.add_argument(
         "--keep-nodes", action="store_true", help="leave the kwok nodes (and kwok's leases) in place"
     )
     p.add_argument(
@@ -255,7 +261,7 @@ class Bench:
         count = workload.measured(shape)
         if workload.prefill(shape):
             self._prefill(c, workload, shape, tag)
-        observer = load.Observer(a.kubeconfig, c.namespace, wl.MEASURED)
+        observer = load.Observer(a.kubeconfig, c.namespace, wl.MEASURED, f"{shape.prefix}-")
         creator = load.Creator(
             a.kubeconfig,
             c.namespace,
@@ -336,6 +342,7 @@ class Bench:
                 )
                 # The tick of the status line and the checks (the loop ends on the last bind, or a stall).
                 time.sleep(0.2)
+            events_lag = self._wait_events(c, observer, tag) if c.kind != "raw" or c.events else None
             after = sample(running.pid)
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
@@ -377,6 +384,7 @@ class Bench:
         )
         fig["exit_code"] = code
         fig["scheduled_events"] = events
+        fig["events_lag_s"] = events_lag
         if churned is not None:
             fig["churn"] = dataclasses.asdict(churned)
         if st.errors:
@@ -396,6 +404,24 @@ class Bench:
         took = load.delete_pods(self.api, c.namespace)
         logger.debug("deleted pods in %.1fs", took)
         return fig
+
+    def _wait_events(self, c: ct.Contender, observer: load.Observer, tag: str) -> float | None:
+        """Until the contender has written a ``Scheduled`` event for every pod it bound (or
+        ``--events-timeout`` passed): its CPU then includes them, and stopping it drops none.
+        The seconds from the last bind to the last event (None when some never came)."""
+        start = time.monotonic()
+        bound = observer.bound
+        while observer.events < bound:
+            waited = time.monotonic() - start
+            if waited > self.args.events_timeout:
+                self.progress.say(
+                    f"run {tag}: {observer.events} of {bound} Scheduled events after "
+                    f"{self.args.events_timeout:.0f}s; stopping it"
+                )
+                return None
+            self.progress.status(f"run {tag}: all bound; Scheduled events {observer.events}/{bound}")
+            time.sleep(0.2)  # the tick of the status line
+        return round(time.monotonic() - start, 2)
 
     def _prefill(self, c: ct.Contender, workload: wl.Workload, shape: wl.Shape, tag: str) -> None:
         """Create the pods the workload binds before the run, and wait until kwok runs them."""

@@ -398,13 +398,16 @@ def _observe(
     kubeconfig: str,
     namespace: str,
     selector: str,
+    event_prefix: str,
     ready: Any,
     stop: Any,
     n_seen: Any,
     n_bound: Any,
+    n_events: Any,
     out: Any,
 ) -> None:
-    """The observer process: watch the namespace's pods of ``selector`` until told to stop."""
+    """The observer process: watch the namespace's pods of ``selector``, and its ``Scheduled``
+    events about pods named ``event_prefix...``, until told to stop."""
     api = new_api_client(ClientOptions(kubeconfig=kubeconfig, qps=0, burst=1, pool_maxsize=4))
     seen: dict[str, float] = {}
     bound: dict[str, float] = {}
@@ -422,23 +425,42 @@ def _observe(
     resource = Resource("pods", f"/api/v1/namespaces/{namespace}/pods", True, label_selector=selector)
     informer = Informer(api, resource, name=f"bench-{namespace}")
     informer.add_handlers(on_pod, lambda _old, new: on_pod(new), None)
+    reported: set[str] = set()
+
+    def on_event(ev: dict[str, Any]) -> None:
+        name = (ev.get("involvedObject") or {}).get("name") or ""
+        if name.startswith(event_prefix) and name not in reported:
+            reported.add(name)
+            n_events.value += 1
+
+    events = Informer(
+        api,
+        Resource("events", f"/api/v1/namespaces/{namespace}/events", True, field_selector="reason=Scheduled"),
+        name=f"bench-events-{namespace}",
+    )
+    events.add_handlers(on_event, lambda _old, new: on_event(new), None)
     informer.start()
+    events.start()
     informer.wait_for_sync(60)
+    events.wait_for_sync(60)
     ready.set()
     stop.wait()
     informer.stop()
+    events.stop()
     out.put({"seen": seen, "bound": bound})
 
 
 class Observer:
-    """The watch of one run's measured pods (``selector``), in its own process."""
+    """The watch of one run's measured pods (``selector``) and of the ``Scheduled`` events about
+    them (pods named ``event_prefix...``), in its own process."""
 
-    def __init__(self, kubeconfig: str, namespace: str, selector: str) -> None:
+    def __init__(self, kubeconfig: str, namespace: str, selector: str, event_prefix: str) -> None:
         ctx = mp.get_context("spawn")
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self.n_seen = ctx.Value("i", 0, lock=False)
         self.n_bound = ctx.Value("i", 0, lock=False)
+        self.n_events = ctx.Value("i", 0, lock=False)
         self._out: Any = ctx.Queue()
         self._proc = ctx.Process(
             target=_observe,
@@ -448,10 +470,12 @@ class Observer:
                 kubeconfig,
                 namespace,
                 selector,
+                event_prefix,
                 self._ready,
                 self._stop,
                 self.n_seen,
                 self.n_bound,
+                self.n_events,
                 self._out,
             ),
         )
@@ -465,6 +489,11 @@ class Observer:
     @property
     def bound(self) -> int:
         return self.n_bound.value
+
+    @property
+    def events(self) -> int:
+        """Pods with a ``Scheduled`` event so far."""
+        return self.n_events.value
 
     @property
     def seen(self) -> int:

@@ -411,7 +411,10 @@ class App:
         if self.io is not None and not self.halted:
             self.io.stop()
         if self.recorder is not None:
-            self.recorder.stop(timeout=2.0 if not self.halted else 0.0)
+            # What is left of the grace, at least 2 s: after a burst of binds the events lag
+            # (binds come first), and a backlog's last seconds of them are still queued.
+            left = max(2.0, grace - (time.monotonic() - start))
+            self.recorder.stop(timeout=left if not self.halted else 0.0)
         for i in self.informers:
             i.stop()
         if self.server is not None:

@@ -241,7 +241,13 @@ class EventRecorder:
         if not self._threads:
             return
         deadline = time.monotonic() + timeout
-        self.flush(timeout)
+        if not self.flush(timeout):
+            with self._idle:
+                left = self._pending
+            logger.warning(
+                "Stopping with events not written",
+                extra=kv(events=left, waitedSeconds=round(timeout, 1)),
+            )
         self._stopping.set()
         for _ in range(self.settings.writers):
             with self._idle:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 
@@ -152,6 +153,32 @@ def test_recording_never_blocks_the_caller_even_when_the_api_hangs(
         for t in writers:
             t.join(timeout=60)
         api.close()
+
+
+@pytest.mark.apiserver
+def test_stopping_says_how_many_events_were_not_written(
+    apiserver: ControlPlane, admin, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = TCPProxy(apiserver.port)
+    api = new_api_client(
+        ClientOptions(
+            kubeconfig=str(apiserver.kubeconfig_for("admin", ("system:masters",), server=proxy.url)),
+            timeout=(1.0, 1.0),
+        )
+    )
+    rec = EventRecorder(api, settings=EventSettings(attempts=1, writers=2)).start()
+    pod = make_pod(admin, namespace)
+    try:
+        proxy.partition("blackhole")
+        for i in range(5):
+            rec.failed_scheduling(pod | {"metadata": pod["metadata"] | {"uid": f"u{i}"}}, "m", "s")
+        with caplog.at_level(logging.WARNING, logger="scheduler.cluster.events"):
+            rec.stop(timeout=0.3)
+    finally:
+        proxy.close()
+        api.close()
+    (record,) = [r for r in caplog.records if r.getMessage() == "Stopping with events not written"]
+    assert record.kv["events"] == 5  # two in the hung writers' hands, three queued
 
 
 @pytest.mark.apiserver
