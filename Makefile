@@ -162,6 +162,10 @@ conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, the
 bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread,preemption,churn,dynamic BENCH_MODES=stream,backlog)
 	@bash hack/bench.sh
 
+.PHONY: bench-clean
+bench-clean: ## Remove what an interrupted make bench (or BENCH_ARGS=--keep-nodes) left in the cluster: kwok nodes, bench namespaces
+	@bash hack/bench-clean.sh
+
 .PHONY: bench-5000
 bench-5000: venv kind-up ## The basic workload at 5000 kwok nodes, both modes, into bench/results/5000-nodes/ (about 40 min)
 	@BENCH_NODES=5000 BENCH_WORKLOADS=basic BENCH_ARGS="--out $(CURDIR)/bench/results/5000-nodes $${BENCH_ARGS:-}" bash hack/bench.sh

@@ -35,6 +35,8 @@ if ! bash "$REPO_ROOT/hack/kind/ready.sh"; then
   die "the cluster did not become ready (see above)"
 fi
 wait "$load_pid" || die "loading the images into the cluster failed (see above)"
+# A reused cluster may hold what make bench left (kwok nodes, its namespaces).
+bash "$REPO_ROOT/hack/bench-clean.sh"
 export KIND KUBECTL KUBECONFIG KIND_CLUSTER
 DS_DEPLOY_VALUES=$(bash "$REPO_ROOT/hack/deploy-values.sh")
 export DS_DEPLOY_VALUES
