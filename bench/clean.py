@@ -1,0 +1,112 @@
+"""``python -m bench.clean``: remove what an interrupted ``make bench`` left in the cluster.
+
+An interrupted bench (or one run with ``--keep-nodes``) leaves its kwok nodes,
+its churn nodes and its namespaces. The pods bound to those nodes go with them
+(the pod garbage collector deletes them), and the namespaces go once their
+pods are gone. ``make bench-clean`` runs this; ``make e2e`` does on a reused
+cluster, as its suites count every node and pod.
+
+The labels come from where the bench sets them (``bench.kwok.LABEL``,
+``bench.churn.CHURN_LABEL``, ``bench.load.PART_OF``), so there is one place to
+change them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from bench import churn, kwok, load
+from scheduler.cluster.client import ClientConfigError, ClientOptions, api_request, new_api_client
+from scheduler.cluster.retry import status_message
+from scheduler.polling import PollTimeoutError, poll
+
+logger = logging.getLogger("bench.clean")
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    kwok_nodes: int
+    churn_nodes: int
+    namespaces: int
+
+    @property
+    def total(self) -> int:
+        return self.kwok_nodes + self.churn_nodes + self.namespaces
+
+    def __str__(self) -> str:
+        return f"{self.kwok_nodes} kwok nodes, {self.churn_nodes} churn nodes, {self.namespaces} namespaces"
+
+
+def _names(api: ApiClient, path: str, selector: str) -> list[str]:
+    items = api_request(api, "GET", path, query=[("labelSelector", selector)], timeout=(5, 60)).get("items")
+    return [o["metadata"]["name"] for o in items or ()]
+
+
+def leftovers(api: ApiClient) -> Leftovers:
+    """What of the bench is in the cluster now."""
+    return Leftovers(
+        kwok_nodes=len(kwok.list_bench_nodes(api)),
+        churn_nodes=len(_names(api, "/api/v1/nodes", "=".join(churn.CHURN_LABEL))),
+        namespaces=len(_names(api, "/api/v1/namespaces", "=".join(load.PART_OF))),
+    )
+
+
+def clean(api: ApiClient, *, timeout: float = 300) -> Leftovers:
+    """Delete the bench's nodes and namespaces and wait until they are gone; what there was.
+    Raises TimeoutError naming what is left after ``timeout`` seconds."""
+    found = leftovers(api)
+    if not found.total:
+        return found
+    kwok.delete_nodes(api)
+    churn.clean_up(api)
+    for name in _names(api, "/api/v1/namespaces", "=".join(load.PART_OF)):
+        load.delete_namespace(api, name)
+    left = [found]
+
+    def gone() -> bool:
+        left[0] = leftovers(api)
+        return not left[0].total
+
+    try:
+        # The nodes go at once; the namespaces once the pods that were bound to the nodes are.
+        poll(gone, timeout, "the benchmark's leftovers to go", 2)
+    except PollTimeoutError:
+        raise TimeoutError(
+            f"after {timeout:.0f}s {left[0]} of the benchmark are left "
+            f"(kubectl get namespaces -l {'='.join(load.PART_OF)})"
+        ) from None
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.clean", description=__doc__.split("\n")[0])
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--timeout", type=float, default=300, help="seconds to wait for them to go")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        api = new_api_client(ClientOptions(kubeconfig=args.kubeconfig, qps=5000, burst=5000, pool_maxsize=40))
+        found = leftovers(api)
+        if not found.total:
+            print("no benchmark leftovers in the cluster", file=sys.stderr)
+            return 0
+        print(f"removing the benchmark's leftovers: {found}", file=sys.stderr)
+        clean(api, timeout=args.timeout)
+    except (ClientConfigError, TimeoutError, ConnectionError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ApiException as e:
+        print(f"error: the API server answered {e.status}: {status_message(e)}", file=sys.stderr)
+        return 1
+    print("benchmark leftovers removed", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
