@@ -159,7 +159,7 @@ class Scheduler:
         if preempting:
             # DefaultPreemption's PreEnqueue: not before its victims are on their way out.
             logger.log(V(4), "Waiting for the preemption for this pod to be finished", extra=kv(pod=pi.key))
-            self.queue.requeue(qp, frozenset({PREEMPTION_WAIT}), nominate=None)
+            self.queue.requeue(qp, frozenset({PREEMPTION_WAIT}), nominate=None, gated=True)
             return
         logger.log(V(3), "Attempting to schedule pod", extra=kv(pod=pi.key))
         start = time.perf_counter()
@@ -233,7 +233,9 @@ class Scheduler:
                     extra=kv(pod=pi.key, node=node, attempts=qp.attempts),
                 )
                 self.metrics.attempt("scheduled", profile.name, elapsed)
-                self.metrics.scheduled(profile.name, qp.attempts, time.monotonic() - qp.timestamp)
+                # From the first attempt (kube-scheduler's InitialAttemptTimestamp), as the SLI says.
+                first = qp.initial_attempt if qp.initial_attempt is not None else qp.timestamp
+                self.metrics.scheduled(profile.name, qp.attempts, time.monotonic() - first)
                 profile.post_bind(state, pi, node)
                 self.io.scheduled(pi, node, profile.name)
                 self.queue.done(qp)

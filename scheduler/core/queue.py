@@ -3,7 +3,9 @@
 As kube-scheduler's PriorityQueue:
 
 - ``active`` pops the highest priority first, then the pod queued earliest
-  (PrioritySort).
+  (PrioritySort); a pod that failed counts as queued when it came back
+  (``AddUnschedulableIfNotPresent`` refreshes its timestamp), so pods that
+  keep failing take turns with the others instead of going first forever.
 - A pod that failed goes to ``backoff`` for ``initial * 2^(attempts-1)``
   seconds (capped at ``max``) if it failed with an error, or if the cluster
   changed while it was being scheduled; otherwise to ``unschedulable``.
@@ -15,6 +17,10 @@ As kube-scheduler's PriorityQueue:
   earliest to end its backoff, by whole seconds, then by priority and queue
   time (kube-scheduler's ``SchedulerPopFromBackoffQ``, on by default since
   1.33: an idle scheduler need not wait out a backoff).
+- A pod held back before its cycle (``requeue(gated=True)``: its preemption is
+  still being carried out, DefaultPreemption's PreEnqueue) waits in
+  ``unschedulable``; that is no attempt: its attempts and backoff stay as
+  they were (kube-scheduler never pops a pod its PreEnqueue plugins reject).
 - Pods are keyed by uid. An update to a queued pod replaces it in place; an
   update to an unschedulable pod moves it on, as the change may make it fit.
 
@@ -242,11 +248,15 @@ class SchedulingQueue:
         unschedulable_plugins: frozenset[str] = frozenset(),
         error: bool = False,
         nominate: str | None = "",
+        gated: bool = False,
     ) -> None:
         """The pod's cycle failed: back off, or park it until the cluster changes.
 
         ``nominate``: the node its preemption chose, "" to end its nomination (a failure
-        without one), None to keep the nomination it has (in memory, else its status's)."""
+        without one), None to keep the nomination it has (in memory, else its status's).
+        ``gated``: no cycle ran, the pod was held back (PreEnqueue): its pop is not counted,
+        its backoff and queue time stay, and it waits in ``unschedulable`` for whatever
+        lifts the gate (``activate``, or a cluster change that moves it to be checked again)."""
         with self._cond:
             uid = qp.pod.uid
             self._in_flight.pop(uid, None)
@@ -265,15 +275,20 @@ class SchedulingQueue:
             self.nominator.nominate(qp.pod, nominate)
             qp.unschedulable_plugins = unschedulable_plugins
             qp.error = error
-            qp.backoff_expiry = self._clock() + self.backoff_duration(qp.attempts)
+            now = self._clock()
+            if gated:
+                qp.attempts -= 1
+            else:
+                qp.timestamp = now
+                qp.backoff_expiry = now + self.backoff_duration(qp.attempts)
             self._pods[uid] = qp
             if latest is not None or activated:
                 self._push_active(qp)  # it changed (or was activated) while in flight: retry now
-            elif error or self._move_cycle > popped_at:
+            elif not gated and (error or self._move_cycle > popped_at):
                 self._push_backoff(qp)
             else:
                 self._set_where(uid, UNSCHEDULABLE)
-                self._unsched_since[uid] = self._clock()
+                self._unsched_since[uid] = now
             self._enqueued(self._where[uid], "ScheduleAttemptFailure")
             self._changed()
 

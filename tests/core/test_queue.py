@@ -250,3 +250,39 @@ def test_backoff_pops_by_whole_second_of_expiry_then_priority(q: SchedulingQueue
     clock.now += 0.1
     failed_once_then_moved(q, "high", priority=10)  # ends at 1002.3: the same second, higher priority
     assert [q.pop(0).pod.name for _ in range(3)] == ["first", "high", "low"]
+
+
+def test_a_pod_that_failed_queues_behind_pods_added_meanwhile(q: SchedulingQueue, clock: Clock) -> None:
+    """AddUnschedulableIfNotPresent refreshes the timestamp: a pod that keeps failing takes
+    its turn after the pods that came while it was tried, not before them forever."""
+    q.add(pinfo("old"))
+    old = q.pop(0)
+    clock.now += 1
+    q.add(pinfo("new"))
+    clock.now += 1
+    q.requeue(old, frozenset({"NodeResourcesFit"}))
+    clock.now += 5  # past its backoff
+    q.move_all("NodeAdd")
+    assert [q.pop(0).pod.name for _ in range(2)] == ["new", "old"]
+
+
+def test_a_gated_pod_keeps_its_attempts_and_backoff_and_waits_to_be_activated(
+    q: SchedulingQueue, clock: Clock
+) -> None:
+    """DefaultPreemption's PreEnqueue: held back while its preemption is carried out, which is
+    no scheduling attempt."""
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"NodeResourcesFit"}), nominate="n1")
+    expiry, queued_at = qp.backoff_expiry, qp.timestamp
+    q.move_all("AssignedPodDelete")
+    assert q.pop(0) is qp and qp.attempts == 2
+    clock.now += 0.5
+    q.requeue(qp, frozenset({"DefaultPreemption"}), nominate=None, gated=True)
+    assert qp.attempts == 1
+    assert (qp.backoff_expiry, qp.timestamp) == (expiry, queued_at)
+    assert q.where(qp.pod.uid) == UNSCHEDULABLE
+    assert q.nominator.node_of(qp.pod.uid) == "n1"
+    assert q.pop(timeout=0) is None
+    q.activate(qp.pod.uid, "DefaultPreemption")
+    assert q.pop(0) is qp and qp.attempts == 2
