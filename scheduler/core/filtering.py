@@ -192,6 +192,8 @@ class Filtering:
         self._memo_token = object()
         """This profile's entries in ``NodeInfo.node_memo`` (profiles configure plugins apart)."""
         self.extensions = list(extensions)
+        self._active_extensions: dict[frozenset[str], tuple[Any, ...]] = {}
+        """Per set of skipped plugins (a cycle's ``skip_filter``), the extensions that run."""
         self.nominator = nominator
         self.percentage = percentage_of_nodes_to_score
         self._next_start = 0
@@ -222,7 +224,8 @@ class Filtering:
             if static
             else None
         )
-        one_by_one = self.filters_for(skip) if nominated else []
+        # Node by node for the nodes with nominated pods, after the node-static filters.
+        one_by_one = self.filters_for(skip)[static:] if nominated else []
         feasible: list[NodeInfo] = []
         start = self._next_start % n
         order = nodes[start:] + nodes[:start] if start else nodes
@@ -236,11 +239,12 @@ class Filtering:
                     id(ni)
                     for ni in self._filter_chunk(state, pod, plain, filters, statuses, static, memo_key)
                 }
-                for ni in chunk:
-                    pods = nominated.get(ni.name)
-                    if pods is None:
-                        continue
-                    failed = self.filter_node(state, pod, ni, one_by_one, pods)
+                with_pods = [ni for ni in chunk if ni.name in nominated]
+                if memo_key is not None:
+                    # The node-static filters lead, and decide alike with the nominated pods counted.
+                    with_pods = self._static_pass(state, pod, with_pods, filters, statuses, static, memo_key)
+                for ni in with_pods:
+                    failed = self.filter_node(state, pod, ni, one_by_one, nominated[ni.name])
                     if failed is None:
                         statuses.pop(ni.name, None)  # a nominated-node try may have failed it
                         fit.add(id(ni))
@@ -276,6 +280,22 @@ class Filtering:
         first ``static`` filters' verdicts come from (and go to) the node memo, under ``memo_key``."""
         if memo_key is None:
             return self._run_chunk(state, pod, chunk, filters, statuses)
+        passed = self._static_pass(state, pod, chunk, filters, statuses, static, memo_key)
+        return self._run_chunk(state, pod, passed, filters[static:], statuses)
+
+    def _static_pass(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        chunk: list[NodeInfo],
+        filters: list[tuple[str, BatchFilter]],
+        statuses: dict[str, tuple[str, Status]],
+        static: int,
+        memo_key: Any,
+    ) -> list[NodeInfo]:
+        """The nodes of ``chunk`` that pass the first ``static`` (node-static) filters, by the
+        node memo under ``memo_key`` (filled where it has no verdict yet); the others' statuses
+        go to ``statuses``. The Node's pods play no part in these verdicts, nominated or not."""
         verdicts = [ni.node_memo.get(memo_key, _UNKNOWN) for ni in chunk]
         if _UNKNOWN in verdicts:
             todo = [i for i, v in enumerate(verdicts) if v is _UNKNOWN]
@@ -294,7 +314,7 @@ class Filtering:
                 passed.append(ni)
             else:
                 statuses[ni.name] = v
-        return self._run_chunk(state, pod, passed, filters[static:], statuses)
+        return passed
 
     def _run_chunk(
         self,
@@ -369,7 +389,9 @@ class Filtering:
         pods counted (resources and anti-affinity are then stricter) and without them (pod
         affinity may have relied on them); without nominated pods, one pass."""
         if nominated:
-            with_them, ni_with = state.clone(), ni.clone()
+            # Only the extensions change the state: without one running, it is shared.
+            with_them = state.clone() if self.extensions_for(state) else state
+            ni_with = ni.clone()
             for other in nominated:
                 ni_with.add_pod(other)
                 st = self.run_extension("add_pod", with_them, pod, other, ni_with)
@@ -382,21 +404,34 @@ class Filtering:
 
     # --- for PostFilter (through Profile) -------------------------------------------
 
-    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+    def run_filters_with_nominated(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, *, pods_only: bool = False
+    ) -> Status | None:
+        """``pods_only``: not the node-static filters (the caller saw them pass on this node,
+        and only its pods changed since)."""
         nominated = tuple(
             p
             for p in self.nominator.pods_for_node(node.name)
             if p.priority >= pod.priority and p.uid != pod.uid
         )
-        failed = self.filter_node(state, pod, node, self.filters_for(state.skip_filter), nominated)
+        skip = state.skip_filter | self._node_static if pods_only else state.skip_filter
+        failed = self.filter_node(state, pod, node, self.filters_for(skip), nominated)
         return None if failed is None else failed[1].with_plugin(failed[0])
+
+    def extensions_for(self, state: CycleState) -> tuple[Any, ...]:
+        """The PreFilter extensions (``add_pod``/``remove_pod``) that run in this cycle."""
+        skip = state.skip_filter
+        found = self._active_extensions.get(skip)
+        if found is None:
+            if len(self._active_extensions) >= MEMO_ENTRIES:
+                self._active_extensions.clear()
+            found = self._active_extensions[skip] = tuple(p for p in self.extensions if p.name not in skip)
+        return found
 
     def run_extension(
         self, method: str, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
     ) -> Status | None:
-        for p in self.extensions:
-            if p.name in state.skip_filter:
-                continue
+        for p in self.extensions_for(state):
             try:
                 st = getattr(p, method)(state, pod, other, node)
             except Exception as e:

@@ -150,8 +150,12 @@ class Store(Protocol):
 class Framework(Protocol):
     """What a PostFilter plugin may run of its profile (kube-scheduler's ``framework.Handle``)."""
 
-    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        """Every filter on ``node``, with and without the higher-priority pods nominated to it."""
+    def run_filters_with_nominated(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, *, pods_only: bool = False
+    ) -> Status | None:
+        """Every filter on ``node``, with and without the higher-priority pods nominated to it;
+        ``pods_only``: not those whose verdict comes from the Node alone (the caller saw them
+        pass on this node, and only its pods changed since)."""
         ...
 
     def run_add_pod(

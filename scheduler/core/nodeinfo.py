@@ -141,7 +141,7 @@ class NodeInfo:
         c.pods = dict(self.pods)
         c.requested = self.requested.copy()
         c.non_zero_requested = self.non_zero_requested.copy()
-        c.used_ports = Counter(self.used_ports)
+        c.used_ports = Counter(self.used_ports) if self.used_ports else Counter()
         c.pods_with_affinity = dict(self.pods_with_affinity)
         c.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
         c.generation = self.generation

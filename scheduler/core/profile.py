@@ -266,8 +266,10 @@ class Profile:
         """Where ``pod`` is nominated: in memory (the status write may lag), else its status."""
         return self.nominator.node_of(pod.uid) or nominated_node_name(pod)
 
-    def run_filters_with_nominated(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        return self.filtering.run_filters_with_nominated(state, pod, node)
+    def run_filters_with_nominated(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, *, pods_only: bool = False
+    ) -> Status | None:
+        return self.filtering.run_filters_with_nominated(state, pod, node, pods_only=pods_only)
 
     def run_add_pod(self, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> Status | None:
         return self.filtering.run_extension("add_pod", state, pod, other, node)

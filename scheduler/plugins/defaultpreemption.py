@@ -265,7 +265,8 @@ class DefaultPreemption:
 
             def reprieve(v: PodInfo) -> bool:
                 add(v)
-                fits = fw.run_filters_with_nominated(state, pod, ni) is None
+                # The node-static filters passed above, on this node: only its pods change here.
+                fits = fw.run_filters_with_nominated(state, pod, ni, pods_only=True) is None
                 if not fits:
                     remove(v)
                     victims.append(v)
