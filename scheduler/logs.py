@@ -44,6 +44,30 @@ def _fmt_value(v: Any) -> str:
     return json.dumps(str(v))
 
 
+def error_text(exc: BaseException | None) -> str:
+    """One line for ``err=``: the exception's type and the first line of what it says; for an
+    API error (the client's ApiException: ``status`` and a Status ``body``), the HTTP status and
+    the Status message. The last line of a traceback said nothing for an ApiException, whose
+    text ends with its response headers and body."""
+    if exc is None:
+        return ""
+    name = type(exc).__name__
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        body = getattr(exc, "body", None)
+        message = ""
+        try:
+            data = json.loads(body) if body else None
+            if isinstance(data, dict):
+                message = str(data.get("message") or "")
+        except (TypeError, ValueError):
+            pass
+        reason = getattr(exc, "reason", None) or ""
+        return f"{name}: {status} {reason}".rstrip() + (f": {message}" if message else "")
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{name}: {lines[0]}" if lines else name
+
+
 class KlogFormatter(logging.Formatter):
     _sev = {
         logging.DEBUG: "I",
@@ -61,7 +85,7 @@ class KlogFormatter(logging.Formatter):
         if pairs:
             line += " " + " ".join(f"{k}={_fmt_value(v)}" for k, v in pairs.items())
         if record.exc_info and record.levelno >= logging.ERROR:
-            line += " err=" + json.dumps(self.formatException(record.exc_info).splitlines()[-1])
+            line += " err=" + json.dumps(error_text(record.exc_info[1]))
         return line
 
 
@@ -83,7 +107,7 @@ class JSONFormatter(logging.Formatter):
             for k, v in pairs.items():
                 out[k] = v if isinstance(v, str | int | float | bool | type(None) | list | dict) else str(v)
         if record.exc_info and record.levelno >= logging.ERROR:
-            out["err"] = self.formatException(record.exc_info).splitlines()[-1]
+            out["err"] = error_text(record.exc_info[1])
         return json.dumps(out, default=str)
 
 
