@@ -20,7 +20,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -30,8 +29,8 @@ from scheduler.cluster.binder import Binder
 from scheduler.cluster.client import ClientConfigError, ClientOptions, new_api_client
 from scheduler.cluster.events import EventRecorder
 from scheduler.cluster.leaderelection import LeaderElectionConfig, LeaderElector
+from scheduler.cluster.podstatus import PodStatusWriter
 from scheduler.cluster.preemption import PreemptionExecutor
-from scheduler.cluster.retry import CancelledError
 from scheduler.cluster.store import RESOURCES
 from scheduler.config.options import Options
 from scheduler.core.cache import Cache
@@ -42,7 +41,7 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
-from scheduler.logs import kv
+from scheduler.logs import V, kv
 from scheduler.metrics import Metrics
 from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
@@ -64,10 +63,12 @@ class KubeIO:
         self.binder = binder
         self.recorder = recorder
         self.preemption = preemption
-        self.pods = pods
-        self._status = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pod-status")
+        self.status = PodStatusWriter(binder, pods)
 
     def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
+        # Its last failure's PodScheduled=False first: the Binding sets it True.
+        if not self.status.wait(pod.uid, self.binder.settings.timeout[1]):
+            logger.log(V(2), "Binding before the pod's failure was written", extra=kv(pod=pod.key))
         r = self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         return r.status, r.message
 
@@ -78,19 +79,7 @@ class KubeIO:
         self, pod: PodInfo, message: str, profile: str, reason: str, nominated_node: str | None = ""
     ) -> None:
         self.recorder.failed_scheduling(pod.pod, message, profile)
-        self._status.submit(self._set_condition, pod, message, reason, nominated_node)
-
-    def _set_condition(self, pod: PodInfo, message: str, reason: str, nominated_node: str | None) -> None:
-        # The informer's copy: the queued one may predate a nominatedNodeName written since.
-        raw = self.pods.get(pod.key)
-        if raw is None or raw["metadata"].get("uid") != pod.uid:
-            raw = pod.pod
-        try:
-            self.binder.set_unschedulable(raw, message, reason, nominated_node)
-        except CancelledError:
-            pass  # halted: the Lease is lost
-        except Exception:
-            logger.exception("Updating the PodScheduled condition failed", extra=kv(pod=pod.key))
+        self.status.submit(pod, message, reason, nominated_node)
 
     def preempt(self, preemption: Preemption, profile: str, done: Callable[[bool], None]) -> None:
         self.preemption.preempt(preemption, profile, done)
@@ -98,11 +87,11 @@ class KubeIO:
     def halt(self) -> None:
         """Send nothing more (the Lease is lost): writes queued are dropped, retries end."""
         self.binder.halt()
-        self._status.shutdown(wait=False, cancel_futures=True)
+        self.status.halt()
 
     def stop(self) -> None:
         self.preemption.stop()
-        self._status.shutdown(wait=True, cancel_futures=False)
+        self.status.stop()
 
 
 class LoopMetrics:

@@ -1,0 +1,101 @@
+"""scheduler.cluster.podstatus: a failed pod's PodScheduled=False, written off the loop's thread
+in the order kube-scheduler's synchronous write gives, and never over a bind."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from scheduler.cluster.binder import Binder
+from scheduler.cluster.client import api_request
+from scheduler.cluster.podstatus import PodStatusWriter
+from scheduler.core.podinfo import PodInfo
+from tests.cluster.util import make_node, make_pod
+
+
+class HeldBinder:
+    """Records each write; the first waits until ``release`` is set (a slow API server)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, str | None]] = []
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def set_unschedulable(
+        self,
+        pod: dict[str, Any],
+        message: str,
+        reason: str = "Unschedulable",
+        nominated_node: str | None = None,
+    ) -> bool:
+        self.started.set()
+        assert self.release.wait(10)
+        self.writes.append((pod["metadata"]["name"], message, nominated_node))
+        return True
+
+
+def _pod(name: str) -> PodInfo:
+    return PodInfo.from_pod(
+        {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}, "spec": {}, "status": {}}
+    )
+
+
+def test_a_pods_unsent_failure_is_replaced_by_its_next_and_the_bind_waits_for_both() -> None:
+    binder = HeldBinder()
+    writer = PodStatusWriter(binder, {})
+    a = _pod("a")
+    writer.submit(a, "first", "Unschedulable", "n1")
+    assert binder.started.wait(10)
+    # While the first is under way: two more failures, the last leaving the nomination as it is.
+    writer.submit(a, "second", "Unschedulable", "n2")
+    writer.submit(a, "third", "Unschedulable", None)
+    assert not writer.wait(a.uid, 0.05), "a write is under way"
+    binder.release.set()
+    assert writer.wait(a.uid, 10)
+    assert binder.writes == [("a", "first", "n1"), ("a", "third", "n2")]
+    writer.stop()
+
+
+def test_halt_drops_what_is_queued() -> None:
+    binder = HeldBinder()
+    writer = PodStatusWriter(binder, {}, workers=1)
+    writer.submit(_pod("a"), "first", "Unschedulable", "")
+    assert binder.started.wait(10)
+    writer.submit(_pod("b"), "never", "Unschedulable", "")
+    writer.halt()
+    binder.release.set()
+    writer.submit(_pod("c"), "never either", "Unschedulable", "")
+    writer.stop()  # the write under way ends
+    assert [w[0] for w in binder.writes] == ["a"]
+
+
+@pytest.mark.apiserver
+def test_a_bound_pods_failure_is_not_written(admin, namespace: str) -> None:
+    """The informer has the pod bound (its Binding landed first): PodScheduled stays True."""
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    name = pod["metadata"]["name"]
+    assert Binder(admin).bind(namespace, name, pod["metadata"]["uid"], node).bound
+    bound = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    writer = PodStatusWriter(Binder(admin), {f"{namespace}/{name}": bound})
+    writer.submit(PodInfo.from_pod(pod), "0/1 nodes are available: 1 Insufficient cpu.", "Unschedulable", "")
+    assert writer.wait(pod["metadata"]["uid"], 10)
+    writer.stop()
+    got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["status"] == "True"
+
+
+@pytest.mark.apiserver
+def test_an_unbound_pods_failure_is_written(admin, namespace: str) -> None:
+    pod = make_pod(admin, namespace)
+    name = pod["metadata"]["name"]
+    writer = PodStatusWriter(Binder(admin), {f"{namespace}/{name}": pod})
+    writer.submit(PodInfo.from_pod(pod), "0/1 nodes are available: 1 Insufficient cpu.", "Unschedulable", "")
+    assert writer.wait(pod["metadata"]["uid"], 10)
+    writer.stop()
+    got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert (cond["status"], cond["message"]) == ("False", "0/1 nodes are available: 1 Insufficient cpu.")
