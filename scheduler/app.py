@@ -66,8 +66,8 @@ class KubeIO:
         self.status = PodStatusWriter(binder, pods)
 
     def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
-        # Its last failure's PodScheduled=False first: the Binding sets it True.
-        if not self.status.wait(pod.uid, self.binder.settings.timeout[1]):
+        # No stale PodScheduled=False after the Binding, which sets it True.
+        if not self.status.settle(pod.uid, self.binder.settings.timeout[1]):
             logger.log(V(2), "Binding before the pod's failure was written", extra=kv(pod=pod.key))
         r = self.binder.bind(pod.namespace, pod.name, pod.uid, node)
         return r.status, r.message

@@ -9,9 +9,9 @@ is kept another way:
 - one pod's writes go one at a time, in order; a failure not yet written is
   replaced by the pod's next one (what it said is superseded; its
   ``nominatedNodeName`` is kept when the next one leaves it as it is);
-- ``wait(uid)``, which the bind calls, returns once the pod has no write
-  queued or under way: its Binding (which sets ``PodScheduled=True``) comes
-  after, never before, a stale ``False``;
+- ``settle(uid)``, which the bind calls, drops the pod's write still queued
+  (the Binding, which sets ``PodScheduled=True``, supersedes it) and waits
+  for one under way: a stale ``False`` never lands after the Binding;
 - a write that finds the pod bound in the informer's copy is dropped: a bound
   pod is scheduled, whoever bound it.
 
@@ -62,7 +62,7 @@ class _Write:
 
 
 class PodStatusWriter:
-    def __init__(self, binder: StatusBinder, pods: PodStore, *, workers: int = 2) -> None:
+    def __init__(self, binder: StatusBinder, pods: PodStore, *, workers: int = 4) -> None:
         self.binder = binder
         self.pods = pods
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pod-status")
@@ -92,16 +92,13 @@ class PodStatusWriter:
                 self._busy.discard(pod.uid)
                 self._cond.notify_all()
 
-    def wait(self, uid: str, timeout: float) -> bool:
-        """Until the pod has no write queued or under way (or ``timeout`` seconds passed, or
-        the writer stopped); whether it has none."""
+    def settle(self, uid: str, timeout: float) -> bool:
+        """Before the pod's Binding: drop its queued write, and wait until none is under way
+        (or ``timeout`` seconds passed, or the writer stopped); whether none is."""
         with self._cond:
-            return (
-                self._cond.wait_for(
-                    lambda: self._closed or (uid not in self._queued and uid not in self._busy), timeout
-                )
-                and uid not in self._busy
-            )
+            self._queued.pop(uid, None)
+            done = self._cond.wait_for(lambda: self._closed or uid not in self._busy, timeout)
+            return done and uid not in self._busy
 
     def halt(self) -> None:
         """Send nothing more (the Lease is lost): queued writes are dropped."""

@@ -42,7 +42,7 @@ def _pod(name: str) -> PodInfo:
     )
 
 
-def test_a_pods_unsent_failure_is_replaced_by_its_next_and_the_bind_waits_for_both() -> None:
+def test_a_pods_unsent_failure_is_replaced_by_its_next() -> None:
     binder = HeldBinder()
     writer = PodStatusWriter(binder, {})
     a = _pod("a")
@@ -51,11 +51,24 @@ def test_a_pods_unsent_failure_is_replaced_by_its_next_and_the_bind_waits_for_bo
     # While the first is under way: two more failures, the last leaving the nomination as it is.
     writer.submit(a, "second", "Unschedulable", "n2")
     writer.submit(a, "third", "Unschedulable", None)
-    assert not writer.wait(a.uid, 0.05), "a write is under way"
     binder.release.set()
-    assert writer.wait(a.uid, 10)
-    assert binder.writes == [("a", "first", "n1"), ("a", "third", "n2")]
     writer.stop()
+    assert binder.writes == [("a", "first", "n1"), ("a", "third", "n2")]
+
+
+def test_before_the_bind_a_queued_failure_is_dropped_and_one_under_way_awaited() -> None:
+    binder = HeldBinder()
+    writer = PodStatusWriter(binder, {})
+    a, b = _pod("a"), _pod("b")
+    writer.submit(a, "first", "Unschedulable", "")
+    assert binder.started.wait(10)
+    writer.submit(a, "second", "Unschedulable", "")
+    assert not writer.settle(a.uid, 0.05), "a write is under way"
+    assert writer.settle(b.uid, 0.05), "nothing of b's"
+    binder.release.set()
+    assert writer.settle(a.uid, 10)
+    writer.stop()
+    assert binder.writes == [("a", "first", "")], "the second was dropped: the Binding supersedes it"
 
 
 def test_halt_drops_what_is_queued() -> None:
@@ -81,7 +94,6 @@ def test_a_bound_pods_failure_is_not_written(admin, namespace: str) -> None:
     bound = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     writer = PodStatusWriter(Binder(admin), {f"{namespace}/{name}": bound})
     writer.submit(PodInfo.from_pod(pod), "0/1 nodes are available: 1 Insufficient cpu.", "Unschedulable", "")
-    assert writer.wait(pod["metadata"]["uid"], 10)
     writer.stop()
     got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
@@ -94,7 +106,6 @@ def test_an_unbound_pods_failure_is_written(admin, namespace: str) -> None:
     name = pod["metadata"]["name"]
     writer = PodStatusWriter(Binder(admin), {f"{namespace}/{name}": pod})
     writer.submit(PodInfo.from_pod(pod), "0/1 nodes are available: 1 Insufficient cpu.", "Unschedulable", "")
-    assert writer.wait(pod["metadata"]["uid"], 10)
     writer.stop()
     got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
