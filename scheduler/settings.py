@@ -148,7 +148,9 @@ class Settings:
     shadow: ShadowSettings = field(default_factory=ShadowSettings)
     preemption_workers: int = 16
     """Preemptions carried out at once (kube-scheduler starts a goroutine for each)."""
-    preemption_victim_workers: int = 16
-    """Victims evicted at once, over all preemptions (kube-scheduler's parallelizer: 16)."""
+    preemption_victim_workers: int = 64
+    """Victims evicted at once, over all preemptions. kube-scheduler evicts up to 16 of each
+    preemption at once (its parallelizer), with no bound over preemptions: a bound of 16 here
+    left a burst of preemptions waiting a minute and more for their victims to go."""
     shutdown_grace: float = 10.0
     """Seconds a stopping scheduler waits for its binds and events in flight."""
