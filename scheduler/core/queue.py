@@ -19,8 +19,10 @@ As kube-scheduler's PriorityQueue:
   1.33: an idle scheduler need not wait out a backoff).
 - A pod held back before its cycle (``requeue(gated=True)``: its preemption is
   still being carried out, DefaultPreemption's PreEnqueue) waits in
-  ``unschedulable``; that is no attempt: its attempts and backoff stay as
-  they were (kube-scheduler never pops a pod its PreEnqueue plugins reject).
+  ``unschedulable``, counted as ``gated``; that is no attempt: its attempts
+  and backoff stay as they were (kube-scheduler never pops a pod its
+  PreEnqueue plugins reject). Cluster changes leave it there: what lifts the
+  gate activates it (``activate``).
 - Pods are keyed by uid. An update to a queued pod replaces it in place; an
   update to an unschedulable pod moves it on, as the change may make it fit.
 
@@ -104,6 +106,7 @@ class SchedulingQueue:
         self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0}
         self._pods: dict[str, QueuedPod] = {}  # queued pods (not in flight)
         self._unsched_since: dict[str, float] = {}
+        self._gated: set[str] = set()  # unschedulable pods held back before their cycle
         self._in_flight: dict[str, QueuedPod] = {}
         self._latest: dict[str, PodInfo] = {}  # updates that arrived while in flight
         self._deleted_in_flight: set[str] = set()
@@ -161,7 +164,7 @@ class SchedulingQueue:
             moved = 0
             for uid in list(self._unsched_since):
                 qp = self._pods[uid]
-                if plugins is not None and not (qp.unschedulable_plugins & plugins):
+                if uid in self._gated or (plugins is not None and not (qp.unschedulable_plugins & plugins)):
                     continue
                 del self._unsched_since[uid]
                 if qp.backoff_expiry > now:
@@ -289,6 +292,8 @@ class SchedulingQueue:
             else:
                 self._set_where(uid, UNSCHEDULABLE)
                 self._unsched_since[uid] = now
+                if gated:
+                    self._gated.add(uid)
             self._enqueued(self._where[uid], "ScheduleAttemptFailure")
             self._changed()
 
@@ -410,12 +415,14 @@ class SchedulingQueue:
         old = self._where.pop(uid, None)
         if old is not None:
             self._counts[old] -= 1
+            self._gated.discard(uid)
         if where is not None:
             self._where[uid] = where
             self._counts[where] += 1
 
     def _counts_locked(self) -> dict[str, int]:
-        return {**self._counts, "gated": 0}
+        gated = len(self._gated)
+        return {**self._counts, UNSCHEDULABLE: self._counts[UNSCHEDULABLE] - gated, "gated": gated}
 
     def _changed(self) -> None:
         if self._on_change is not None:

@@ -282,7 +282,10 @@ def test_a_gated_pod_keeps_its_attempts_and_backoff_and_waits_to_be_activated(
     assert qp.attempts == 1
     assert (qp.backoff_expiry, qp.timestamp) == (expiry, queued_at)
     assert q.where(qp.pod.uid) == UNSCHEDULABLE
+    assert q.counts()["gated"] == 1 and q.counts()[UNSCHEDULABLE] == 0
     assert q.nominator.node_of(qp.pod.uid) == "n1"
+    q.move_all("AssignedPodDelete")  # a cluster change does not lift the gate
     assert q.pop(timeout=0) is None
     q.activate(qp.pod.uid, "DefaultPreemption")
+    assert q.counts()["gated"] == 0
     assert q.pop(0) is qp and qp.attempts == 2
