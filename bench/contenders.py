@@ -104,9 +104,9 @@ class Setup:
     dynamic_weight: int = 3
     python: str = sys.executable
     ours_source: Path = REPO
+    """The checkout whose ``scheduler`` package the ours-* contenders run (to compare two)."""
     ours_args: tuple[str, ...] = ()
     """More flags for the ours-* processes (``-v=4`` to see each cycle)."""
-    """The checkout whose ``scheduler`` package the ours-* contenders run (to compare two)."""
 
 
 def free_port() -> int:
