@@ -93,7 +93,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--stall-timeout",
         type=float,
         default=120,
-        help="end a run when no pod was bound for this many seconds",
+        help="end a run when no pod was bound for this many seconds since the last bind",
+    )
+    p.add_argument(
+        "--first-bind-timeout",
+        type=float,
+        default=600,
+        help="end a run when no pod was bound this many seconds after the start (a scheduler may "
+        "preempt for a whole backlog before its first bind)",
     )
     p.add_argument("--settle", type=float, default=5, help="seconds of rest between runs")
     p.add_argument(
@@ -322,11 +329,11 @@ class Bench:
                     last_bound, last_change = bound, now
                 if bound >= count:
                     break
-                if now - last_change > a.stall_timeout and creator.done():
+                limit = a.stall_timeout if bound else a.first_bind_timeout
+                if now - last_change > limit and creator.done():
                     wall_limit_hit = True
                     self.progress.say(
-                        f"run {tag}: no bind for {a.stall_timeout:.0f}s; ending the run "
-                        f"with {bound}/{count} bound"
+                        f"run {tag}: no bind for {limit:.0f}s; ending the run with {bound}/{count} bound"
                     )
                     break
                 running.check()
