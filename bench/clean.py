@@ -57,12 +57,9 @@ def leftovers(api: ApiClient) -> Leftovers:
     )
 
 
-def clean(api: ApiClient, *, timeout: float = 300) -> Leftovers:
-    """Delete the bench's nodes and namespaces and wait until they are gone; what there was.
-    Raises TimeoutError naming what is left after ``timeout`` seconds."""
-    found = leftovers(api)
-    if not found.total:
-        return found
+def clean(api: ApiClient, found: Leftovers, *, timeout: float = 300) -> None:
+    """Delete the bench's nodes and namespaces (``found``: what ``leftovers`` counted) and
+    wait until they are gone. Raises TimeoutError naming what is left after ``timeout``."""
     kwok.delete_nodes(api)
     churn.clean_up(api)
     for name in _names(api, "/api/v1/namespaces", "=".join(load.PART_OF)):
@@ -81,7 +78,6 @@ def clean(api: ApiClient, *, timeout: float = 300) -> Leftovers:
             f"after {timeout:.0f}s {left[0]} of the benchmark are left "
             f"(kubectl get namespaces -l {'='.join(load.PART_OF)})"
         ) from None
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print("no benchmark leftovers in the cluster", file=sys.stderr)
             return 0
         print(f"removing the benchmark's leftovers: {found}", file=sys.stderr)
-        clean(api, timeout=args.timeout)
+        clean(api, found, timeout=args.timeout)
     except (ClientConfigError, TimeoutError, ConnectionError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -258,8 +258,8 @@ class SchedulingQueue:
         ``nominate``: the node its preemption chose, "" to end its nomination (a failure
         without one), None to keep the nomination it has (in memory, else its status's).
         ``gated``: no cycle ran, the pod was held back (PreEnqueue): its pop is not counted,
-        its backoff and queue time stay, and it waits in ``unschedulable`` for whatever
-        lifts the gate (``activate``, or a cluster change that moves it to be checked again)."""
+        its backoff and queue time stay, and it waits in ``unschedulable``, left there by
+        cluster changes, until what lifts the gate activates it (``activate``)."""
         with self._cond:
             uid = qp.pod.uid
             self._in_flight.pop(uid, None)
