@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from bench import churn, kwok, load, machine, prom, report
+from bench import churn, kwok, load, machine, prom, report, resume
 from bench import contenders as ct
 from bench import workloads as wl
 from bench.procstat import sample
@@ -88,6 +88,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--workdir", type=Path, default=None, help="logs and per-pod data (default _artifacts/bench/<time>)"
     )
+    p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="WORKDIR",
+        help="go on with the interrupted benchmark of this workdir: the cases it finished are kept, "
+        "the rest run (same settings and the same commit of our scheduler required)",
+    )
     p.add_argument("--create-workers", type=int, default=32, help="threads creating pods")
     p.add_argument(
         "--stall-timeout",
@@ -139,6 +147,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ns.mode_names = [m.strip() for m in ns.modes.split(",") if m.strip()]
     if not ns.mode_names or [m for m in ns.mode_names if m not in MODES]:
         p.error(f"--modes: expected some of {', '.join(MODES)}, got {ns.modes!r}")
+    if ns.resume is not None:
+        if ns.workdir is not None and ns.workdir.resolve() != ns.resume.resolve():
+            p.error("--resume names the workdir; leave out --workdir or give the same one")
+        if not ns.resume.is_dir():
+            p.error(f"--resume {ns.resume}: no such directory")
+        ns.workdir = ns.resume
     if ns.runs < 1 or ns.nodes < 1 or ns.pods < 1:
         p.error("--runs, --nodes and --pods must be positive")
     kinds = {ct.BY_NAME[n].kind for n in names}
@@ -163,7 +177,6 @@ class Bench:
         self.kwok = kwok.KwokController(args.kwok, args.kubeconfig, args.kwok_stages, self.workdir)
         self.exporter: prom.LoadExporter | None = None
         self.prometheus: prom.LocalPrometheus | None = None
-        self.runs: list[dict[str, Any]] = []
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -486,16 +499,42 @@ class Bench:
 
     # --- all --------------------------------------------------------------------------------
 
+    def _journal(self, desc: dict[str, Any] | None) -> resume.Journal:
+        a = self.args
+        settings = {
+            "nodes": a.nodes,
+            "pods": a.pods,
+            "runs": a.runs,
+            "contenders": a.contender_names,
+            "workloads": a.workload_names,
+            "modes": a.mode_names,
+        }
+        code = resume.code_version(a.ours_source)
+        if a.resume is None:
+            assert desc is not None
+            return resume.Journal.begin(self.workdir, settings, code, desc)
+        j = resume.Journal.resume(self.workdir, settings, code)
+        self.progress.say(
+            f"resuming the benchmark started {j.started}: {len(j.runs)} contender runs kept, "
+            f"{j.duration_s / 60:.0f} min run so far"
+        )
+        return j
+
     def run(self) -> int:
         a = self.args
-        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        t_start = time.monotonic()
-        version = api_request(self.api, "GET", "/version")
-        tools = {"kwok": [a.kwok, "--version"]}
-        if a.kube_scheduler:
-            tools["kube_scheduler"] = [a.kube_scheduler, "--version"]
-        tools["prometheus"] = [a.prometheus, "--version"]
-        desc = machine.describe(version.get("gitVersion", ""), tools)
+        desc = None
+        if a.resume is None:
+            version = api_request(self.api, "GET", "/version")
+            tools = {"kwok": [a.kwok, "--version"]}
+            if a.kube_scheduler:
+                tools["kube_scheduler"] = [a.kube_scheduler, "--version"]
+            tools["prometheus"] = [a.prometheus, "--version"]
+            desc = machine.describe(version.get("gitVersion", ""), tools)
+        try:
+            journal = self._journal(desc)
+        except resume.ResumeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         self.progress.say(
             f"{a.nodes} nodes, {a.pods} pods, {a.runs} run(s) of {', '.join(c.name for c in self.contenders)}; "
             f"workloads {', '.join(a.workload_names)}; modes {', '.join(a.mode_names)}"
@@ -505,26 +544,38 @@ class Bench:
             for run in range(1, a.runs + 1):
                 # Alternate the order, so no contender always runs right after the same one.
                 order = self.contenders if run % 2 else list(reversed(self.contenders))
-                cases = [
-                    (wl.BY_NAME[w], m, c)
-                    for w in a.workload_names
-                    for m in a.mode_names
-                    for c in order
-                    if wl.BY_NAME[w].raw or c.kind != "raw"
-                ]
-                for workload, mode, c in cases:
-                    self.runs.append(self.run_one(c, run, setup, workload, mode))
-                    (self.workdir / "runs.json").write_text(json.dumps(self.runs, indent=1), encoding="utf-8")
-                    # Rest on purpose (--settle): the API server and etcd finish with the last run (its
-                    # deleted pods, the controllers' and kwok's follow-up writes) before the next starts.
-                    time.sleep(a.settle)
+                for w in a.workload_names:
+                    workload = wl.BY_NAME[w]
+                    these = [c for c in order if workload.raw or c.kind != "raw"]
+                    for mode in a.mode_names:
+                        case = (run, w, mode)
+                        if journal.complete(case, [c.name for c in these]):
+                            self.progress.say(f"run {run}/{a.runs} ({w}, {mode}): kept from before")
+                            continue
+                        journal.discard(case)
+                        for c in these:
+                            journal.record(self.run_one(c, run, setup, workload, mode))
+                            # Rest on purpose (--settle): the API server and etcd finish with the last
+                            # run (its deleted pods, the controllers' and kwok's follow-up writes)
+                            # before the next starts.
+                            time.sleep(a.settle)
+        except BaseException:
+            self.progress.say(
+                f"the benchmark stopped; to go on where it stopped, run it again with the same "
+                f"settings and BENCH_ARGS='--resume {self.workdir}'"
+            )
+            raise
         finally:
             self.teardown()
+            journal.save()
+        runs = journal.runs
         names = [c.name for c in self.contenders]
-        cases = report.cases(self.runs, names, a.workload_names, a.mode_names, a.nodes, a.pods)
+        cases = report.cases(runs, names, a.workload_names, a.mode_names, a.nodes, a.pods)
         doc = {
-            "started": started,
-            "duration_s": round(time.monotonic() - t_start, 1),
+            "started": journal.started,
+            "duration_s": journal.duration_s,
+            "parts": len(journal.parts),
+            "ours_code": journal.code,
             "config": {
                 "nodes": a.nodes,
                 "pods": a.pods,
@@ -542,11 +593,11 @@ class Bench:
                 "create_workers": a.create_workers,
                 "contenders_described": {c.name: c.describe() for c in self.contenders},
             },
-            "machine": desc,
+            "machine": journal.machine,
             "load_average_at_end": machine.load_average(),
             "note": a.note,
             "cases": cases,
-            "runs": self.runs,
+            "runs": runs,
         }
         paths = report.write(doc, a.out)
         print(report.markdown(doc))
@@ -561,7 +612,10 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (make interrupted, a CI timeout) cleans up as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return Bench(args).run()
+    try:
+        return Bench(args).run()
+    except KeyboardInterrupt:
+        return 130  # what it left is cleaned up, and the way to go on said, by Bench.run
 
 
 if __name__ == "__main__":

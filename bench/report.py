@@ -359,7 +359,10 @@ def _header(doc: dict[str, Any]) -> list[str]:
     return [
         f"### {cfg['nodes']} kwok nodes, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
         "",
-        f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min on {m['cpu_model']}, {m['cores']} cores, "
+        f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min"
+        + (f" of running, in {doc['parts']} parts (resumed with --resume)" if doc.get("parts", 1) > 1 else "")
+        + (f", our scheduler at {doc['ours_code'][:12]}" if doc.get("ours_code") else "")
+        + f", on {m['cpu_model']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}; Kubernetes {m['kubernetes']} (kind), "
         f"{m.get('kwok', '')}, {m.get('kube_scheduler', '')}, Python {m['python']}. "
         f"Load average at start {m['load_average_at_start']}, at end {doc.get('load_average_at_end')}"
