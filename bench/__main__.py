@@ -499,7 +499,7 @@ class Bench:
 
     # --- all --------------------------------------------------------------------------------
 
-    def _journal(self, desc: dict[str, Any] | None) -> resume.Journal:
+    def _journal(self, desc: dict[str, Any]) -> resume.Journal:
         a = self.args
         settings = {
             "nodes": a.nodes,
@@ -511,9 +511,8 @@ class Bench:
         }
         code = resume.code_version(a.ours_source)
         if a.resume is None:
-            assert desc is not None
             return resume.Journal.begin(self.workdir, settings, code, desc)
-        j = resume.Journal.resume(self.workdir, settings, code)
+        j = resume.Journal.resume(self.workdir, settings, code, desc)
         self.progress.say(
             f"resuming the benchmark started {j.started}: {len(j.runs)} contender runs kept, "
             f"{j.duration_s / 60:.0f} min run so far"
@@ -522,14 +521,12 @@ class Bench:
 
     def run(self) -> int:
         a = self.args
-        desc = None
-        if a.resume is None:
-            version = api_request(self.api, "GET", "/version")
-            tools = {"kwok": [a.kwok, "--version"]}
-            if a.kube_scheduler:
-                tools["kube_scheduler"] = [a.kube_scheduler, "--version"]
-            tools["prometheus"] = [a.prometheus, "--version"]
-            desc = machine.describe(version.get("gitVersion", ""), tools)
+        version = api_request(self.api, "GET", "/version")
+        tools = {"kwok": [a.kwok, "--version"]}
+        if a.kube_scheduler:
+            tools["kube_scheduler"] = [a.kube_scheduler, "--version"]
+        tools["prometheus"] = [a.prometheus, "--version"]
+        desc = machine.describe(version.get("gitVersion", ""), tools)
         try:
             journal = self._journal(desc)
         except resume.ResumeError as e:
@@ -541,11 +538,13 @@ class Bench:
         )
         try:
             setup = self.setup()
-            for run in range(1, a.runs + 1):
-                # Alternate the order, so no contender always runs right after the same one.
-                order = self.contenders if run % 2 else list(reversed(self.contenders))
-                for w in a.workload_names:
-                    workload = wl.BY_NAME[w]
+            # A workload's runs one after another: its table is taken over one stretch of time
+            # (and one part, mostly, of a benchmark interrupted and resumed).
+            for w in a.workload_names:
+                workload = wl.BY_NAME[w]
+                for run in range(1, a.runs + 1):
+                    # Alternate the order, so no contender always runs right after the same one.
+                    order = self.contenders if run % 2 else list(reversed(self.contenders))
                     these = [c for c in order if workload.raw or c.kind != "raw"]
                     for mode in a.mode_names:
                         case = (run, w, mode)
@@ -574,7 +573,7 @@ class Bench:
         doc = {
             "started": journal.started,
             "duration_s": journal.duration_s,
-            "parts": len(journal.parts),
+            "parts": journal.parts,
             "ours_code": journal.code,
             "config": {
                 "nodes": a.nodes,

@@ -360,14 +360,32 @@ def _header(doc: dict[str, Any]) -> list[str]:
         f"### {cfg['nodes']} kwok nodes, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
         "",
         f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min"
-        + (f" of running, in {doc['parts']} parts (resumed with --resume)" if doc.get("parts", 1) > 1 else "")
+        + (f" of running, in {len(doc['parts'])} parts" if len(doc.get("parts", ())) > 1 else "")
         + (f", our scheduler at {doc['ours_code'][:12]}" if doc.get("ours_code") else "")
         + f", on {m['cpu_model']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}; Kubernetes {m['kubernetes']} (kind), "
         f"{m.get('kwok', '')}, {m.get('kube_scheduler', '')}, Python {m['python']}. "
         f"Load average at start {m['load_average_at_start']}, at end {doc.get('load_average_at_end')}"
         + (f". {doc['note']}" if doc.get("note") else "."),
+        *_parts(doc.get("parts", [])),
     ]
+
+
+def _parts(parts: list[dict[str, Any]]) -> list[str]:
+    """A benchmark resumed (--resume) names each part's time and host; a case runs whole in one."""
+    if len(parts) < 2:
+        return []
+    lines = [
+        "",
+        "Interrupted and resumed (`--resume`); each case (all contenders' run of a workload and mode) ran in one part:",
+    ]
+    for i, p in enumerate(parts, 1):
+        h = p.get("host", {})
+        lines.append(
+            f"- part {i}: {p['started']}, {p['duration_s'] / 60:.0f} min, on {h.get('cpu_model')}, "
+            f"{h.get('cores')} cores, Linux {h.get('kernel')}, load average at start {h.get('load_average_at_start')}"
+        )
+    return lines
 
 
 Column = tuple[str, Callable[[str, dict[str, Any]], str]]

@@ -22,6 +22,8 @@ STATE_FILE = "bench.json"
 RUNS_FILE = "runs.json"
 SETTINGS = ("nodes", "pods", "runs", "contenders", "workloads", "modes")
 """What a resumed benchmark must share with the one it goes on with."""
+HOST = ("cpu_model", "cores", "memory_gib", "kernel", "load_average_at_start")
+"""What each part records of the machine it ran on."""
 
 
 class ResumeError(Exception):
@@ -71,14 +73,17 @@ class Journal:
 
     @classmethod
     def begin(cls, workdir: Path, settings: dict[str, Any], code: str, machine: dict[str, Any]) -> Journal:
+        """A new journal in ``workdir``; ``machine`` describes the host (bench.machine.describe)."""
         j = cls(workdir, dict(settings), code, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine)
-        j._new_part()
+        j._new_part(machine)
         return j
 
     @classmethod
-    def resume(cls, workdir: Path, settings: dict[str, Any], code: str) -> Journal:
-        """The journal of ``workdir``, to go on with; ResumeError when there is none, or it
-        was taken with other settings or another version of our code."""
+    def resume(cls, workdir: Path, settings: dict[str, Any], code: str, machine: dict[str, Any]) -> Journal:
+        """The journal of ``workdir``, to go on with on the host ``machine`` describes;
+        ResumeError when there is none, or it was taken with other settings or another
+        version of our code. Each part names its host: the ratios are taken within a case,
+        which one part runs whole."""
         path = workdir / STATE_FILE
         try:
             state = json.loads(path.read_text(encoding="utf-8"))
@@ -118,12 +123,18 @@ class Journal:
             list(state["parts"]),
             list(runs),
         )
-        j._new_part()
+        j._new_part(machine)
         return j
 
-    def _new_part(self) -> None:
+    def _new_part(self, machine: dict[str, Any]) -> None:
         self._clock = time.monotonic()
-        self.parts.append({"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "duration_s": 0.0})
+        self.parts.append(
+            {
+                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "duration_s": 0.0,
+                "host": {k: machine.get(k) for k in HOST},
+            }
+        )
         self.save()
 
     def complete(self, case: Case, contenders: Iterable[str]) -> bool:
@@ -138,7 +149,8 @@ class Journal:
         return before - len(self.runs)
 
     def record(self, fig: dict[str, Any]) -> None:
-        self.runs.append(fig)
+        """Keep one contender's figures of one run (taken in the current part)."""
+        self.runs.append({**fig, "part": len(self.parts)})
         self.save()
 
     @property

@@ -171,3 +171,25 @@ def test_each_workload_and_mode_is_summarized_apart_and_only_streams_set_goals(t
         r.update(latency_watch_cdf_s=[0.1, 0.2], timeline_binds_per_s=[3, 4])
     chart(doc, tmp_path / "chart.png")
     assert (tmp_path / "chart.png").stat().st_size > 0
+
+
+def test_a_resumed_benchmark_names_each_part_and_its_host() -> None:
+    doc = {
+        "config": {"nodes": 1000, "pods": 5000, "runs": 3},
+        "machine": MACHINE,
+        "started": "2026-12-03 13:00 UTC",
+        "duration_s": 7200,
+        "ours_code": "c0e9aabadae8c0e9",
+        "cases": [],
+    }
+    one = markdown(doc | {"parts": [{"started": "a", "duration_s": 7200, "host": {}}]})
+    assert "in 120 min, our scheduler at c0e9aabadae8," in one and "part 1" not in one
+    host = {"cpu_model": "AMD EPYC", "cores": 2, "kernel": "6.18", "load_average_at_start": [1, 2, 3]}
+    parts = [
+        {"started": "2026-12-03 13:00 UTC", "duration_s": 4800, "host": host},
+        {"started": "2026-12-04 09:00 UTC", "duration_s": 2400, "host": host | {"cpu_model": "Xeon"}},
+    ]
+    two = markdown(doc | {"parts": parts})
+    assert "in 120 min of running, in 2 parts" in two
+    assert "- part 1: 2026-12-03 13:00 UTC, 80 min, on AMD EPYC, 2 cores" in two
+    assert "- part 2: 2026-12-04 09:00 UTC, 40 min, on Xeon, 2 cores" in two

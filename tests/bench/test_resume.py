@@ -21,6 +21,7 @@ SETTINGS = {
 }
 CODE = "0123456789abcdef0123456789abcdef01234567"
 BOTH = SETTINGS["contenders"]
+HOST = {"cpu_model": "AMD EPYC", "cores": 2, "memory_gib": 23.5, "kernel": "6.18", "python": "3.11.7"}
 
 
 def fig(contender: str, run: int, workload: str = "basic", mode: str = "stream") -> dict[str, Any]:
@@ -33,14 +34,16 @@ def test_a_resumed_journal_keeps_finished_cases_and_reruns_a_half_finished_one(t
         j.record(fig(c, 1))
     j.record(fig("ours-qps5000", 1, mode="backlog"))  # interrupted before kube-scheduler's turn
 
-    again = Journal.resume(tmp_path, SETTINGS, CODE)
+    again = Journal.resume(tmp_path, SETTINGS, CODE, HOST)
     assert again.complete((1, "basic", "stream"), BOTH)
     assert not again.complete((1, "basic", "backlog"), BOTH)
     assert not again.complete((2, "basic", "stream"), BOTH)
     assert again.discard((1, "basic", "backlog")) == 1
     assert [(f["contender"], f["mode"]) for f in again.runs] == [(c, "stream") for c in BOTH]
     assert again.machine == {"cores": 2} and again.started == j.started
-    assert len(again.parts) == 2
+    assert len(again.parts) == 2 and again.parts[-1]["host"]["cpu_model"] == "AMD EPYC"
+    assert "python" not in again.parts[-1]["host"]
+    assert [f["part"] for f in again.runs] == [1, 1]
     # What it wrote is what the next resume reads.
     again.record(fig("kube-scheduler-qps5000", 1, mode="backlog"))
     on_disk = json.loads((tmp_path / RUNS_FILE).read_text())
@@ -68,27 +71,27 @@ def test_resuming_with_other_settings_is_refused_naming_the_setting(
 ) -> None:
     Journal.begin(tmp_path, SETTINGS, CODE, {})
     with pytest.raises(ResumeError, match=shown):
-        Journal.resume(tmp_path, {**SETTINGS, key: value}, CODE)
+        Journal.resume(tmp_path, {**SETTINGS, key: value}, CODE, HOST)
 
 
 def test_resuming_with_other_code_is_refused(tmp_path: Path) -> None:
     Journal.begin(tmp_path, SETTINGS, CODE, {})
     with pytest.raises(ResumeError, match=f"at {CODE}, this checkout is at fff.*--ours-source"):
-        Journal.resume(tmp_path, SETTINGS, "f" * 40)
+        Journal.resume(tmp_path, SETTINGS, "f" * 40, HOST)
 
 
 def test_cases_from_uncommitted_code_cannot_be_resumed(tmp_path: Path) -> None:
     Journal.begin(tmp_path, SETTINGS, CODE + "-dirty", {})
     with pytest.raises(ResumeError, match="uncommitted"):
-        Journal.resume(tmp_path, SETTINGS, CODE + "-dirty")
+        Journal.resume(tmp_path, SETTINGS, CODE + "-dirty", HOST)
 
 
 def test_a_directory_without_a_journal_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ResumeError, match=f"no {STATE_FILE} there"):
-        Journal.resume(tmp_path, SETTINGS, CODE)
+        Journal.resume(tmp_path, SETTINGS, CODE, HOST)
     (tmp_path / STATE_FILE).write_text("{not json")
     with pytest.raises(ResumeError, match="cannot read its journal"):
-        Journal.resume(tmp_path, SETTINGS, CODE)
+        Journal.resume(tmp_path, SETTINGS, CODE, HOST)
 
 
 def test_the_time_of_every_part_adds_up(tmp_path: Path) -> None:
@@ -96,7 +99,7 @@ def test_the_time_of_every_part_adds_up(tmp_path: Path) -> None:
     state = json.loads((tmp_path / STATE_FILE).read_text())
     state["parts"][0]["duration_s"] = 600.0
     (tmp_path / STATE_FILE).write_text(json.dumps(state))
-    again = Journal.resume(tmp_path, SETTINGS, CODE)
+    again = Journal.resume(tmp_path, SETTINGS, CODE, HOST)
     again.parts[-1]["duration_s"] = 60.0
     assert again.duration_s == 660.0
     assert j.started == again.started
