@@ -110,3 +110,60 @@ def test_an_unbound_pods_failure_is_written(admin, namespace: str) -> None:
     got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["message"]) == ("False", "0/1 nodes are available: 1 Insufficient cpu.")
+
+
+class SlowStatusBinder(Binder):
+    """The real Binder, whose PodScheduled=False writes wait for ``release`` (a slow API
+    server), recording the order its writes reach the API server in."""
+
+    def __init__(self, api: Any) -> None:
+        super().__init__(api)
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.order: list[str] = []
+
+    def set_unschedulable(self, pod: dict[str, Any], message: str, *args: Any, **kwargs: Any) -> bool:
+        self.started.set()
+        assert self.release.wait(10)
+        self.order.append(f"status {message}")
+        return super().set_unschedulable(pod, message, *args, **kwargs)
+
+    def bind(self, namespace: str, name: str, uid: str | None, node: str) -> Any:
+        self.order.append("bind")
+        return super().bind(namespace, name, uid, node)
+
+
+@pytest.mark.apiserver
+def test_the_loops_bind_waits_for_a_failure_under_way_and_drops_a_queued_one(admin, namespace: str) -> None:
+    """KubeIO.bind, as the scheduling loop calls it: a failure written after the Binding would
+    mark a bound pod unschedulable (or be refused), so the bind settles the pod's writes first."""
+    from scheduler.app import KubeIO
+    from scheduler.cluster.events import EventRecorder
+    from scheduler.cluster.preemption import PreemptionExecutor
+
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    info = PodInfo.from_pod(pod)
+    binder = SlowStatusBinder(admin)
+    recorder = EventRecorder(admin)
+    io = KubeIO(binder, recorder, PreemptionExecutor(binder, recorder), {info.key: pod})
+    try:
+        io.unschedulable(info, "0/1 nodes are available: first.", "default-scheduler", "Unschedulable")
+        assert binder.started.wait(10)
+        io.unschedulable(info, "0/1 nodes are available: second.", "default-scheduler", "Unschedulable")
+        bound = threading.Thread(target=io.bind, args=(info, node))
+        bound.start()
+        bound.join(0.3)
+        assert bound.is_alive() and "bind" not in binder.order, "the bind waits for the write under way"
+        binder.release.set()
+        bound.join(30)
+        assert not bound.is_alive()
+    finally:
+        binder.release.set()
+        io.stop()
+        recorder.stop()
+    assert binder.order == ["status 0/1 nodes are available: first.", "bind"]
+    got = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
+    assert got["spec"]["nodeName"] == node
+    cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["status"] == "True"
