@@ -74,7 +74,7 @@ class Journal:
     @classmethod
     def begin(cls, workdir: Path, settings: dict[str, Any], code: str, machine: dict[str, Any]) -> Journal:
         """A new journal in ``workdir``; ``machine`` describes the host (bench.machine.describe)."""
-        j = cls(workdir, dict(settings), code, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine)
+        j = cls(workdir, dict(settings), code, _now(), machine)
         j._new_part(machine)
         return j
 
@@ -98,6 +98,9 @@ class Journal:
             ) from None
         except (OSError, ValueError) as e:
             raise ResumeError(f"--resume {workdir}: cannot read its journal: {e}") from None
+        missing = [k for k in ("settings", "code", "started", "machine", "parts") if k not in state]
+        if missing:
+            raise ResumeError(f"--resume {workdir}: its {STATE_FILE} has no {', '.join(missing)}")
         for key in SETTINGS:
             if state["settings"].get(key) != settings.get(key):
                 raise ResumeError(
@@ -130,7 +133,7 @@ class Journal:
         self._clock = time.monotonic()
         self.parts.append(
             {
-                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "started": _now(),
                 "duration_s": 0.0,
                 "host": {k: machine.get(k) for k in HOST},
             }
@@ -168,6 +171,10 @@ class Journal:
         }
         _write(self.workdir / STATE_FILE, state)
         _write(self.workdir / RUNS_FILE, self.runs)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def _show(v: Any) -> str:

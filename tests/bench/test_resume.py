@@ -92,6 +92,9 @@ def test_a_directory_without_a_journal_is_refused(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_text("{not json")
     with pytest.raises(ResumeError, match="cannot read its journal"):
         Journal.resume(tmp_path, SETTINGS, CODE, HOST)
+    (tmp_path / STATE_FILE).write_text('{"settings": {}}')
+    with pytest.raises(ResumeError, match=f"its {STATE_FILE} has no code, started, machine, parts"):
+        Journal.resume(tmp_path, SETTINGS, CODE, HOST)
 
 
 def test_the_time_of_every_part_adds_up(tmp_path: Path) -> None:
