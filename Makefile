@@ -166,6 +166,11 @@ bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (B
 bench-clean: ## Remove what an interrupted make bench (or BENCH_ARGS=--keep-nodes) left in the cluster: kwok nodes, bench namespaces
 	@bash hack/bench-clean.sh
 
+.PHONY: bench-report
+bench-report: venv ## Write the report of a benchmark's workdir again, finished or not, with no cluster (BENCH_WORKDIR=_artifacts/bench/<time>)
+	@test -n "$(BENCH_WORKDIR)" || { echo "make bench-report: set BENCH_WORKDIR=_artifacts/bench/<time>" >&2; exit 2; }
+	@$(PY) -m bench --report-from "$(BENCH_WORKDIR)" $(BENCH_ARGS)
+
 .PHONY: bench-5000
 bench-5000: venv kind-up ## The basic workload at 5000 kwok nodes, both modes, into bench/results/5000-nodes/ (about 40 min)
 	@BENCH_NODES=5000 BENCH_WORKLOADS=basic BENCH_ARGS="--out $(CURDIR)/bench/results/5000-nodes $${BENCH_ARGS:-}" bash hack/bench.sh

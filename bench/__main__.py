@@ -57,7 +57,7 @@ class Progress:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--kubeconfig", default="")
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--pods", type=int, default=5000)
     p.add_argument("--runs", type=int, default=3)
@@ -77,13 +77,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated: stream (pods created while the contender runs), backlog (all pods "
         "Pending before it starts; how fast it drains them) (default: both)",
     )
-    p.add_argument("--kwok", required=True, help="the kwok binary")
-    p.add_argument("--kwok-stages", nargs="+", type=Path, required=True, help="kwok Stage files")
+    p.add_argument("--kwok", default="", help="the kwok binary")
+    p.add_argument("--kwok-stages", nargs="+", type=Path, default=[], help="kwok Stage files")
     p.add_argument("--kube-scheduler", default="", help="the kube-scheduler binary")
     p.add_argument("--rawbinder", default="", help="the rawbinder binary")
     p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     p.add_argument(
-        "--out", type=Path, default=REPO / "bench" / "results", help="where latest.{json,md,png} go"
+        "--out", type=Path, default=None, help="where latest.{json,md,png} go (default bench/results)"
     )
     p.add_argument(
         "--workdir", type=Path, default=None, help="logs and per-pod data (default _artifacts/bench/<time>)"
@@ -95,6 +95,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="WORKDIR",
         help="go on with the interrupted benchmark of this workdir: the cases it finished are kept, "
         "the rest run (same settings and the same commit of our scheduler required)",
+    )
+    p.add_argument(
+        "--report-from",
+        type=Path,
+        default=None,
+        metavar="WORKDIR",
+        help="run nothing: write the report of this workdir's benchmark, finished or not (an "
+        "unfinished one goes to the workdir unless --out is given)",
     )
     p.add_argument("--create-workers", type=int, default=32, help="threads creating pods")
     p.add_argument(
@@ -136,6 +144,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--note", default="", help="a sentence for the report (e.g. what else ran on the machine)")
     ns = p.parse_args(argv)
+    if ns.report_from is not None:
+        if not ns.report_from.is_dir():
+            p.error(f"--report-from {ns.report_from}: no such directory")
+        return ns
+    for flag, value in (
+        ("--kubeconfig", ns.kubeconfig),
+        ("--kwok", ns.kwok),
+        ("--kwok-stages", ns.kwok_stages),
+    ):
+        if not value:
+            p.error(f"{flag} is required (make bench passes it)")
     names = [n.strip() for n in ns.contenders.split(",") if n.strip()] or list(ct.DEFAULT)
     unknown = [n for n in names if n not in ct.BY_NAME]
     if unknown:
@@ -543,9 +562,7 @@ class Bench:
             for w in a.workload_names:
                 workload = wl.BY_NAME[w]
                 for run in range(1, a.runs + 1):
-                    # Alternate the order, so no contender always runs right after the same one.
-                    order = self.contenders if run % 2 else list(reversed(self.contenders))
-                    these = [c for c in order if workload.raw or c.kind != "raw"]
+                    these = case_contenders(workload, run, self.contenders)
                     for mode in a.mode_names:
                         case = (run, w, mode)
                         if journal.complete(case, [c.name for c in these]):
@@ -567,38 +584,8 @@ class Bench:
         finally:
             self.teardown()
             journal.save()
-        runs = journal.runs
-        names = [c.name for c in self.contenders]
-        cases = report.cases(runs, names, a.workload_names, a.mode_names, a.nodes, a.pods)
-        doc = {
-            "started": journal.started,
-            "duration_s": journal.duration_s,
-            "parts": journal.parts,
-            "ours_code": journal.code,
-            "config": {
-                "nodes": a.nodes,
-                "pods": a.pods,
-                "runs": a.runs,
-                "workloads": {w: wl.BY_NAME[w].describe for w in a.workload_names},
-                "modes": a.mode_names,
-                "contenders": names,
-                "pod_requests": {"cpu": wl.POD_CPU, "memory": wl.POD_MEMORY},
-                "zones": kwok.ZONES,
-                "node_allocatable": {
-                    "cpu": kwok.NODE_CPU,
-                    "memory": kwok.NODE_MEMORY,
-                    "pods": kwok.NODE_PODS,
-                },
-                "create_workers": a.create_workers,
-                "contenders_described": {c.name: c.describe() for c in self.contenders},
-            },
-            "machine": journal.machine,
-            "load_average_at_end": machine.load_average(),
-            "note": a.note,
-            "cases": cases,
-            "runs": runs,
-        }
-        paths = report.write(doc, a.out)
+        doc = document(journal, a, load_average_at_end=machine.load_average())
+        paths = report.write(doc, a.out or REPO / "bench" / "results")
         print(report.markdown(doc))
         self.progress.say(
             f"wrote {', '.join(str(p) for p in paths.values())} (logs and per-pod data: {self.workdir})"
@@ -606,8 +593,88 @@ class Bench:
         return 0
 
 
+def case_contenders(workload: wl.Workload, run: int, contenders: list[ct.Contender]) -> list[ct.Contender]:
+    """The contenders of one run of ``workload``, in the order they run: alternated from run to
+    run, so no contender always runs right after the same one; the raw binders only where the
+    workload has them."""
+    order = contenders if run % 2 else list(reversed(contenders))
+    return [c for c in order if workload.raw or c.kind != "raw"]
+
+
+def missing_cases(journal: resume.Journal) -> list[str]:
+    """The cases of the journal's settings that have not run whole, as "run N workload mode"."""
+    st = journal.settings
+    contenders = [ct.BY_NAME[n] for n in st["contenders"]]
+    out = []
+    for w in st["workloads"]:
+        for run in range(1, st["runs"] + 1):
+            names = [c.name for c in case_contenders(wl.BY_NAME[w], run, contenders)]
+            out += [f"run {run} {w} {m}" for m in st["modes"] if not journal.complete((run, w, m), names)]
+    return out
+
+
+def document(
+    journal: resume.Journal, a: argparse.Namespace, load_average_at_end: Any = None
+) -> dict[str, Any]:
+    """The report of the journal's benchmark (``bench.report``'s input): its settings, figures,
+    parts, and the cases it is missing, if any."""
+    st = journal.settings
+    names = list(st["contenders"])
+    return {
+        "started": journal.started,
+        "duration_s": journal.duration_s,
+        "parts": journal.parts,
+        "ours_code": journal.code,
+        "config": {
+            "nodes": st["nodes"],
+            "pods": st["pods"],
+            "runs": st["runs"],
+            "workloads": {w: wl.BY_NAME[w].describe for w in st["workloads"]},
+            "modes": st["modes"],
+            "contenders": names,
+            "pod_requests": {"cpu": wl.POD_CPU, "memory": wl.POD_MEMORY},
+            "zones": kwok.ZONES,
+            "node_allocatable": {
+                "cpu": kwok.NODE_CPU,
+                "memory": kwok.NODE_MEMORY,
+                "pods": kwok.NODE_PODS,
+            },
+            "create_workers": a.create_workers,
+            "contenders_described": {n: ct.BY_NAME[n].describe() for n in names},
+        },
+        "machine": journal.machine,
+        "load_average_at_end": load_average_at_end,
+        "note": a.note,
+        "missing_cases": missing_cases(journal),
+        "cases": report.cases(journal.runs, names, st["workloads"], st["modes"], st["nodes"], st["pods"]),
+        "runs": journal.runs,
+    }
+
+
+def report_from(a: argparse.Namespace) -> int:
+    """``--report-from``: the report of a workdir's journal, with no cluster."""
+    try:
+        journal = resume.Journal.read(a.report_from, "--report-from")
+    except resume.ResumeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    doc = document(journal, a)
+    missing = doc["missing_cases"]
+    out = a.out or (a.report_from if missing else REPO / "bench" / "results")
+    paths = report.write(doc, out)
+    print(report.markdown(doc))
+    print(
+        f"wrote {', '.join(str(p) for p in paths.values())}"
+        + (f" ({len(missing)} cases not run yet: an unfinished benchmark)" if missing else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report_from is not None:
+        return report_from(args)
     # SIGTERM (make interrupted, a CI timeout) cleans up as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -365,10 +365,19 @@ def _header(doc: dict[str, Any]) -> list[str]:
         + f", on {m['cpu_model']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}; Kubernetes {m['kubernetes']} (kind), "
         f"{m.get('kwok', '')}, {m.get('kube_scheduler', '')}, Python {m['python']}. "
-        f"Load average at start {m['load_average_at_start']}, at end {doc.get('load_average_at_end')}"
+        f"Load average at start {m['load_average_at_start']}"
+        + (f", at end {doc['load_average_at_end']}" if doc.get("load_average_at_end") else "")
         + (f". {doc['note']}" if doc.get("note") else "."),
         *_parts(doc.get("parts", [])),
+        *_missing(doc.get("missing_cases", [])),
     ]
+
+
+def _missing(cases: list[str]) -> list[str]:
+    """An unfinished benchmark (``--report-from``) says which cases its tables lack."""
+    if not cases:
+        return []
+    return ["", f"**Unfinished**: {len(cases)} cases have not run yet ({', '.join(cases)})."]
 
 
 def _parts(parts: list[dict[str, Any]]) -> list[str]:
@@ -484,13 +493,11 @@ def markdown(doc: dict[str, Any]) -> str:
             (BACKLOG_ABOUT, BACKLOG_COLUMNS) if case["mode"] == BACKLOG else (STREAM_ABOUT, STREAM_COLUMNS)
         )
         what = described.get(case["workload"])
-        lines += [
-            "",
-            f"#### {case['workload']}, {case['mode']}" + (f" ({what})" if what else ""),
-            "",
-            *_table(about, columns, case["summary"]),
-            *_ratio_and_goal_tables(case),
-        ]
+        lines += ["", f"#### {case['workload']}, {case['mode']}" + (f" ({what})" if what else ""), ""]
+        if not case["summary"]:
+            lines.append("Not run yet.")
+            continue
+        lines += [*_table(about, columns, case["summary"]), *_ratio_and_goal_tables(case)]
     return "\n".join(lines) + "\n"
 
 

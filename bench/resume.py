@@ -79,11 +79,9 @@ class Journal:
         return j
 
     @classmethod
-    def resume(cls, workdir: Path, settings: dict[str, Any], code: str, machine: dict[str, Any]) -> Journal:
-        """The journal of ``workdir``, to go on with on the host ``machine`` describes;
-        ResumeError when there is none, or it was taken with other settings or another
-        version of our code. Each part names its host: the ratios are taken within a case,
-        which one part runs whole."""
+    def read(cls, workdir: Path, flag: str = "--resume") -> Journal:
+        """The journal of ``workdir`` as it is; ResumeError, its message starting with
+        ``flag``, when there is none or it cannot be read."""
         path = workdir / STATE_FILE
         try:
             state = json.loads(path.read_text(encoding="utf-8"))
@@ -94,30 +92,14 @@ class Journal:
             )
         except FileNotFoundError:
             raise ResumeError(
-                f"--resume {workdir}: no {STATE_FILE} there (not the workdir of a benchmark)"
+                f"{flag} {workdir}: no {STATE_FILE} there (not the workdir of a benchmark)"
             ) from None
         except (OSError, ValueError) as e:
-            raise ResumeError(f"--resume {workdir}: cannot read its journal: {e}") from None
+            raise ResumeError(f"{flag} {workdir}: cannot read its journal: {e}") from None
         missing = [k for k in ("settings", "code", "started", "machine", "parts") if k not in state]
         if missing:
-            raise ResumeError(f"--resume {workdir}: its {STATE_FILE} has no {', '.join(missing)}")
-        for key in SETTINGS:
-            if state["settings"].get(key) != settings.get(key):
-                raise ResumeError(
-                    f"--resume {workdir}: it ran with {key} {_show(state['settings'].get(key))}, "
-                    f"this one has {_show(settings.get(key))}; pass the same settings"
-                )
-        if state["code"].endswith("-dirty") or state["code"] == "unknown":
-            raise ResumeError(
-                f"--resume {workdir}: its cases ran our scheduler from uncommitted code "
-                f"({state['code']}), which cannot be checked out again; start a new benchmark"
-            )
-        if code != state["code"]:
-            raise ResumeError(
-                f"--resume {workdir}: its cases ran our scheduler at {state['code']}, this checkout "
-                f"is at {code}; pass --ours-source with a checkout of {state['code']}"
-            )
-        j = cls(
+            raise ResumeError(f"{flag} {workdir}: its {STATE_FILE} has no {', '.join(missing)}")
+        return cls(
             workdir,
             state["settings"],
             state["code"],
@@ -126,6 +108,30 @@ class Journal:
             list(state["parts"]),
             list(runs),
         )
+
+    @classmethod
+    def resume(cls, workdir: Path, settings: dict[str, Any], code: str, machine: dict[str, Any]) -> Journal:
+        """The journal of ``workdir``, to go on with on the host ``machine`` describes;
+        ResumeError when there is none, or it was taken with other settings or another
+        version of our code. Each part names its host: the ratios are taken within a case,
+        which one part runs whole."""
+        j = cls.read(workdir)
+        for key in SETTINGS:
+            if j.settings.get(key) != settings.get(key):
+                raise ResumeError(
+                    f"--resume {workdir}: it ran with {key} {_show(j.settings.get(key))}, "
+                    f"this one has {_show(settings.get(key))}; pass the same settings"
+                )
+        if j.code.endswith("-dirty") or j.code == "unknown":
+            raise ResumeError(
+                f"--resume {workdir}: its cases ran our scheduler from uncommitted code "
+                f"({j.code}), which cannot be checked out again; start a new benchmark"
+            )
+        if code != j.code:
+            raise ResumeError(
+                f"--resume {workdir}: its cases ran our scheduler at {j.code}, this checkout "
+                f"is at {code}; pass --ours-source with a checkout of {j.code}"
+            )
         j._new_part(machine)
         return j
 
