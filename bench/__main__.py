@@ -440,8 +440,6 @@ class Bench:
             f"created at {fig['create_rate']}/s; {events} Scheduled events"
             + (f"; churn: {churned.created} created, {churned.failed} failed" if churned else "")
         )
-        took = load.delete_pods(self.api, c.namespace)
-        logger.debug("deleted pods in %.1fs", took)
         return fig
 
     def _wait_events(self, c: ct.Contender, observer: load.Observer, tag: str) -> float | None:
@@ -571,6 +569,9 @@ class Bench:
                         journal.discard(case)
                         for c in these:
                             journal.record(self.run_one(c, run, setup, workload, mode))
+                            # Its pods go once its figures are kept: a stop meanwhile loses none.
+                            took = load.delete_pods(self.api, c.namespace)
+                            logger.debug("deleted pods in %.1fs", took)
                             # Rest on purpose (--settle): the API server and etcd finish with the last
                             # run (its deleted pods, the controllers' and kwok's follow-up writes)
                             # before the next starts.
