@@ -58,6 +58,11 @@ ERR_AFFINITY = "node(s) didn't match pod affinity rules"
 ERR_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
+# One Status per reason (it is frozen): a cycle rejects most nodes for the same one.
+_NO_AFFINITY = unresolvable(ERR_AFFINITY)
+_ANTI_AFFINITY = unschedulable(ERR_ANTI_AFFINITY)
+_EXISTING_ANTI_AFFINITY = unschedulable(ERR_EXISTING_ANTI_AFFINITY)
+
 _FILTER_KEY = NAME + "/filter"
 _SCORE_KEY = NAME + "/score"
 
@@ -77,7 +82,16 @@ def _where(
 
 
 class _FilterState:
-    __slots__ = ("affinity", "anti_affinity", "incoming", "existing", "self_match", "ns_labels", "own")
+    __slots__ = (
+        "affinity",
+        "anti_affinity",
+        "incoming",
+        "existing",
+        "self_match",
+        "ns_labels",
+        "own",
+        "_verdicts",
+    )
 
     def __init__(
         self,
@@ -101,6 +115,13 @@ class _FilterState:
         self.ns_labels = ns_labels or {}
         """The labels of the incoming pod's namespace (existing pods' namespaceSelectors)."""
         self.own = own
+        self._verdicts: _Verdicts | None = None
+
+    def verdicts(self) -> _Verdicts:
+        """Filter's verdicts from these counts (kept until they change)."""
+        if self._verdicts is None:
+            self._verdicts = _Verdicts(self)
+        return self._verdicts
 
     def clone(self) -> _FilterState:
         return _FilterState(
@@ -134,6 +155,7 @@ class _FilterState:
                 _where(t, labels, found, (_ANTI, t.topology_key), 1)
         for group, value, _ in found:
             _bump(self.incoming, group, value, delta)
+        self._verdicts = None
 
 
 def _bump(counts: Counts, group: Any, key: Any, delta: int) -> None:
@@ -149,6 +171,51 @@ def _bump(counts: Counts, group: Any, key: Any, delta: int) -> None:
         by_key.pop(key, None)
         if not by_key:
             del counts[group]
+
+
+class _Verdicts:
+    """Filter's verdict for a node's labels, from one cycle's :class:`_FilterState`, in
+    kube-scheduler's order: the incoming pod's required affinity, its anti-affinity, then
+    the existing pods' anti-affinity (``interpodaffinity.Filter``)."""
+
+    __slots__ = ("affinity", "anti", "existing", "first_of_group", "admits_all")
+
+    def __init__(self, s: _FilterState) -> None:
+        incoming = s.incoming
+        self.affinity = [(t.topology_key, incoming.get((_AFF, t.topology_key), {})) for t in s.affinity]
+        self.anti = [
+            (t.topology_key, by_value)
+            for t in s.anti_affinity
+            if (by_value := incoming.get((_ANTI, t.topology_key)))
+        ]
+        self.existing = [(key, by_value) for key, by_value in s.existing.items() if by_value]
+        # The first pod of a group with affinity to itself: no pod matches its terms anywhere
+        # yet, so a domain without one does not rule a node out.
+        self.first_of_group = s.self_match and not any(
+            by_value for (kind, _), by_value in incoming.items() if kind == _AFF
+        )
+        self.admits_all = not (self.affinity or self.anti or self.existing)
+
+    def of(self, labels: dict[str, str]) -> Status | None:
+        if self.affinity:
+            found = True
+            for key, by_value in self.affinity:
+                value = labels.get(key)
+                if value is None:  # every topology key must be on the node, first pod or not
+                    return _NO_AFFINITY
+                if by_value.get(value, 0) <= 0:
+                    found = False
+            if not found and not self.first_of_group:
+                return _NO_AFFINITY
+        for key, by_value in self.anti:
+            value = labels.get(key)
+            if value is not None and by_value.get(value, 0) > 0:
+                return _ANTI_AFFINITY
+        for key, by_value in self.existing:
+            value = labels.get(key)
+            if value is not None and by_value.get(value, 0) > 0:
+                return _EXISTING_ANTI_AFFINITY
+        return None
 
 
 class InterPodAffinity:
@@ -287,30 +354,21 @@ class InterPodAffinity:
         s: _FilterState | None = state.get(_FILTER_KEY)
         if s is None:
             return None
-        labels = node.labels
-        incoming = s.incoming
-        if s.affinity:
-            found = True
-            for t in s.affinity:
-                value = labels.get(t.topology_key)
-                if value is None:  # every topology key must be on the node, first pod or not
-                    return unresolvable(ERR_AFFINITY)
-                if incoming.get((_AFF, t.topology_key), {}).get(value, 0) <= 0:
-                    found = False
-            if not found:
-                # The first pod of a group with affinity to itself: no pod matches anywhere yet.
-                anywhere = any(by_value for (kind, _), by_value in incoming.items() if kind == _AFF)
-                if anywhere or not s.self_match:
-                    return unresolvable(ERR_AFFINITY)
-        for t in s.anti_affinity:
-            value = labels.get(t.topology_key)
-            if value is not None and incoming.get((_ANTI, t.topology_key), {}).get(value, 0) > 0:
-                return unschedulable(ERR_ANTI_AFFINITY)
-        for key, by_value in s.existing.items():
-            value = labels.get(key)
-            if value is not None and by_value.get(value, 0) > 0:
-                return unschedulable(ERR_EXISTING_ANTI_AFFINITY)
-        return None
+        return s.verdicts().of(node.labels)
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        """``filter`` over many nodes, the cycle's counts looked up once."""
+        s: _FilterState | None = state.get(_FILTER_KEY)
+        if s is None:
+            return None
+        verdicts = s.verdicts()
+        if verdicts.admits_all:
+            return None
+        of = verdicts.of
+        results = [of(ni.labels) for ni in nodes]
+        return results if any(r is not None for r in results) else None
 
     # --- Score --------------------------------------------------------------------
 

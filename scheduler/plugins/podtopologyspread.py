@@ -51,6 +51,7 @@ from scheduler.core.framework import (
     Snapshot,
     Status,
     error,
+    filter_each,
     unresolvable,
     unschedulable,
 )
@@ -76,6 +77,10 @@ logger = logging.getLogger(__name__)
 
 ERR_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 ERR_MISSING_LABEL = ERR_CONSTRAINTS + " (missing required label)"
+
+# One Status per reason (it is frozen): a cycle rejects most nodes for the same one.
+_MISSING_LABEL = unresolvable(ERR_MISSING_LABEL)
+_SKEWED = unschedulable(ERR_CONSTRAINTS)
 
 _FILTER_KEY = NAME + "/filter"
 _SCORE_KEY = NAME + "/score"
@@ -179,23 +184,49 @@ class PodTopologySpread:
                 logger.log(
                     V(5), "Node doesn't have required label", extra=kv(node=node.name, label=c.topology_key)
                 )
-                return unresolvable(ERR_MISSING_LABEL)
+                return _MISSING_LABEL
             matching = s.counts[i].get(value, 0)
             if matching + s.self_match[i] - s.minimums[i] > c.max_skew:
-                logger.log(
-                    V(5),
-                    "Node failed spreadConstraint",
-                    extra=kv(
-                        node=node.name,
-                        topologyKey=c.topology_key,
-                        matchNum=matching,
-                        selfMatchNum=s.self_match[i],
-                        minMatchNum=s.minimums[i],
-                        maxSkew=c.max_skew,
-                    ),
-                )
-                return unschedulable(ERR_CONSTRAINTS)
+                if logger.isEnabledFor(V(5)):
+                    logger.log(
+                        V(5),
+                        "Node failed spreadConstraint",
+                        extra=kv(
+                            node=node.name,
+                            topologyKey=c.topology_key,
+                            matchNum=matching,
+                            selfMatchNum=s.self_match[i],
+                            minMatchNum=s.minimums[i],
+                            maxSkew=c.max_skew,
+                        ),
+                    )
+                return _SKEWED
         return None
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
+    ) -> list[Status | None] | None:
+        """``filter`` over many nodes, a constraint at a time: a node is rejected by the first
+        constraint it fails, as ``filter`` does. With -v=5, node by node, to log each."""
+        s: _FilterState | None = state.get(_FILTER_KEY)
+        if s is None:
+            return None
+        if logger.isEnabledFor(V(5)):
+            return filter_each(self.filter, state, pod, nodes)
+        results: list[Status | None] = [None] * len(nodes)
+        rejected = False
+        for i, c in enumerate(s.constraints):
+            key, counts = c.topology_key, s.counts[i]
+            # matching + selfMatch - minimum > maxSkew, with the node's terms on one side.
+            limit = c.max_skew + s.minimums[i] - s.self_match[i]
+            for j, ni in enumerate(nodes):
+                if results[j] is None:
+                    value = ni.labels.get(key)
+                    if value is None:
+                        results[j], rejected = _MISSING_LABEL, True
+                    elif counts.get(value, 0) > limit:
+                        results[j], rejected = _SKEWED, True
+        return results if rejected else None
 
     # --- PreFilterExtensions ------------------------------------------------------
 

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from scheduler.core.cache import Cache
+from scheduler.core.filtering import filter_nodes_of
 from scheduler.core.framework import SKIP, CycleState
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -142,7 +143,8 @@ def cycle(plugin: Any, pod: PodInfo, snapshot: Cache, sample: list[NodeInfo]) ->
     t0 = time.thread_time()
     state = CycleState()
     if plugin.pre_filter(state, pod, snapshot) is not SKIP:
-        feasible = [ni for ni in sample if plugin.filter(state, pod, ni) is None]
+        verdicts = filter_nodes_of(plugin)(state, pod, sample) or [None] * len(sample)
+        feasible = [ni for ni, v in zip(sample, verdicts, strict=True) if v is None]
     else:
         feasible = sample
     if len(feasible) > 1 and plugin.pre_score(state, pod, feasible) is not SKIP:

@@ -105,7 +105,10 @@ def run_filter(
     st = plugin.pre_filter(state, incoming, snap)
     if st is not None:
         return st, {}
-    return None, {n.name: plugin.filter(state, incoming, n) for n in nodes}
+    each = {n.name: plugin.filter(state, incoming, n) for n in nodes}
+    # The batch that a cycle runs gives the same verdicts.
+    assert (plugin.filter_nodes(state, incoming, nodes) or [None] * len(nodes)) == list(each.values())
+    return None, each
 
 
 def run_score(incoming: PodInfo, nodes: list[NodeInfo], args: Any = None) -> Status | dict[str, int]:

@@ -8,10 +8,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
+from scheduler.logs import V
 from scheduler.plugins.podtopologyspread import (
     ERR_CONSTRAINTS,
     ERR_MISSING_LABEL,
@@ -90,9 +93,13 @@ def run_filter(
     if st is not None:
         return st
     out = {}
+    each = []
     for n in nodes:
         s = pl.filter(state, pod, n)
+        each.append(s)
         out[n.name] = None if s is None else (s.code, s.message())
+    # The batch that a cycle runs gives the same verdicts.
+    assert (pl.filter_nodes(state, pod, nodes) or [None] * len(nodes)) == each
     return out
 
 
@@ -110,6 +117,38 @@ def test_no_constraints_skips() -> None:
     assert run_filter(incoming(spread(1, "zone", "ScheduleAnyway")), zones(1, 0, 0, 0)) is SKIP
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    layout=st.lists(
+        st.tuples(st.sampled_from(["z1", "z2", "z3", None]), st.integers(0, 3), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    skews=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    two=st.booleans(),
+    matches_itself=st.booleans(),
+    min_domains=st.sampled_from([None, 1, 3, 4]),
+)
+def test_the_batch_filter_agrees_with_the_per_node_one(
+    layout: list[tuple[str | None, int, bool]],
+    skews: tuple[int, int],
+    two: bool,
+    matches_itself: bool,
+    min_domains: int | None,
+) -> None:
+    """Nodes missing a key, domains over and under the skew, two constraints, minDomains:
+    ``run_filter`` compares ``filter_nodes`` with ``filter`` node by node."""
+    nodes = []
+    for i, (zone, pods, has_hostname) in enumerate(layout):
+        labels = {"zone": zone} if zone else {}
+        if has_hostname:
+            labels["node"] = f"n{i}"
+        nodes.append(node(f"n{i}", labels, [{"foo": ""}] * pods))
+    first = spread(skews[0], "zone", **({"minDomains": min_domains} if min_domains else {}))
+    constraints = [first, spread(skews[1], "node")] if two else [first]
+    run_filter(incoming(*constraints, labels={"foo": ""} if matches_itself else {"bar": ""}), nodes)
+
+
 def test_skew_over_zones() -> None:
     # zone1 holds 3 matching pods, zone2 1: the global minimum is 1.
     nodes = zones(2, 1, 0, 1)
@@ -121,6 +160,19 @@ def test_skew_over_zones() -> None:
         "node-y": None,
     }
     assert passing(run_filter(incoming(spread(3, "zone")), nodes)) == ["node-a", "node-b", "node-x", "node-y"]
+
+
+def test_at_v5_the_batch_filter_logs_each_rejected_node(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(V(5), logger="scheduler.plugins.podtopologyspread")
+    nodes = zones(2, 1, 0, 1)
+    pod = incoming(spread(1, "zone"))
+    pl, snap = plugin(nodes)
+    state = CycleState()
+    assert pl.pre_filter(state, pod, snap) is None
+    got = pl.filter_nodes(state, pod, nodes)
+    assert got is not None and [s is None for s in got] == [False, False, True, True]
+    logged = [r for r in caplog.records if r.getMessage() == "Node failed spreadConstraint"]
+    assert len(logged) == 2
 
 
 def test_pod_not_matching_its_own_selector_adds_no_skew() -> None:

@@ -107,9 +107,12 @@ def plugins(cache: Cache) -> list[Any]:
 
 def verdicts(plugin: Any, state: CycleState, pod: PodInfo, cache: Cache) -> dict[str, Any]:
     out = {}
-    for ni in cache.list():
+    nodes = cache.list()
+    for ni in nodes:
         st_ = plugin.filter(state, pod, ni)
         out[ni.name] = None if st_ is None else (st_.code, st_.reasons)
+    batch = plugin.filter_nodes(state, pod, list(nodes)) or [None] * len(nodes)
+    assert [None if st_ is None else (st_.code, st_.reasons) for st_ in batch] == list(out.values())
     return out
 
 
@@ -147,6 +150,8 @@ def test_extensions_match_a_fresh_prefilter(
         assert plugin_after.pre_filter(fresh, pod, after) is not SKIP
 
         changed = state.clone()
+        # Verdicts taken before the changes must not outlive them.
+        assert verdicts(plugin_before, changed, pod, before) == verdicts(plugin_before, state, pod, before)
         for p in removed:
             ni = before.get(p.node_name).clone()
             ni.remove_pod(p.uid)
