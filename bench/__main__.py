@@ -24,6 +24,7 @@ from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.deploy.values import load_values
 
 REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"  # where a finished benchmark's report goes
 logger = logging.getLogger("bench")
 
 STREAM, BACKLOG = report.STREAM, report.BACKLOG
@@ -83,7 +84,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rawbinder", default="", help="the rawbinder binary")
     p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     p.add_argument(
-        "--out", type=Path, default=None, help="where latest.{json,md,png} go (default bench/results)"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where latest.{{json,md,png}} go (default {RESULTS.relative_to(REPO)})",
     )
     p.add_argument(
         "--workdir", type=Path, default=None, help="logs and per-pod data (default _artifacts/bench/<time>)"
@@ -586,7 +590,7 @@ class Bench:
             self.teardown()
             journal.save()
         doc = document(journal, a, load_average_at_end=machine.load_average())
-        paths = report.write(doc, a.out or REPO / "bench" / "results")
+        paths = report.write(doc, a.out or RESULTS)
         print(report.markdown(doc))
         self.progress.say(
             f"wrote {', '.join(str(p) for p in paths.values())} (logs and per-pod data: {self.workdir})"
@@ -661,7 +665,7 @@ def report_from(a: argparse.Namespace) -> int:
         return 2
     doc = document(journal, a)
     missing = doc["missing_cases"]
-    out = a.out or (a.report_from if missing else REPO / "bench" / "results")
+    out = a.out or (a.report_from if missing else RESULTS)
     paths = report.write(doc, out)
     print(report.markdown(doc))
     print(
