@@ -280,6 +280,36 @@ def ensure_priority_classes(api: ApiClient, classes: dict[str, int]) -> None:
         except ApiException as e:
             if e.status != 409:
                 raise
+    for name in classes:
+        _wait_class_admitted(api, name)
+
+
+def _wait_class_admitted(api: ApiClient, name: str, timeout: float = 60) -> None:
+    """Until the API server admits a pod of PriorityClass ``name`` (a dry run in ``default``):
+    its Priority admission plugin knows classes from an informer, and refuses a pod naming one
+    it has not seen yet with no look-up of its own."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "priority-class-probe"},
+        "spec": {"priorityClassName": name, "containers": [{"name": "c", "image": "probe"}]},
+    }
+    refusal: list[str] = [""]
+
+    def admitted() -> bool:
+        try:
+            api_request(api, "POST", "/api/v1/namespaces/default/pods", query=[("dryRun", "All")], body=pod)
+        except ApiException as e:
+            if e.status != 403:
+                raise
+            refusal[0] = e.body or ""
+            return False
+        return True
+
+    try:
+        poll(admitted, timeout, f"PriorityClass {name} known to admission", 0.1)
+    except PollTimeoutError as e:
+        raise PollTimeoutError(e.what, timeout, refusal[0]) from None
 
 
 def wait_running(

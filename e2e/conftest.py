@@ -21,6 +21,8 @@ import pytest
 from kubernetes import client, config
 from pytest_kind import KindCluster
 
+from e2e.kube import create_namespace
+
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("ARTIFACTS", REPO / "_artifacts"))
 
@@ -62,7 +64,7 @@ def test_image() -> str:
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"e2e-{request.node.name.replace('_', '-')[:40].strip('-').lower()}-{uuid.uuid4().hex[:5]}"
-    core.create_namespace({"metadata": {"name": name, "labels": {"e2e.dynamic-scheduler.io/test": "true"}}})
+    create_namespace(core, name, {"e2e.dynamic-scheduler.io/test": "true"})
     yield name
     core.delete_namespace(name, propagation_policy="Background")
 

@@ -1,5 +1,6 @@
 """The API server as every suite uses it: one pod watched until a condition holds, a pod run to
-completion, a Deployment scaled, the API's timestamps read.
+completion, a Deployment scaled, the API's timestamps read; a namespace made ready for pods,
+and a pod's admission awaited.
 
 Waits take an explicit ``timeout`` and fail with what they were waiting for
 and what they last saw, so a failing e2e run says why. Waits that poll use
@@ -14,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
 
-from scheduler.polling import PollTimeoutError
+from scheduler.polling import PollTimeoutError, poll
 
 
 def wall(stamp: str | None) -> float | None:
@@ -115,3 +117,47 @@ def run_pod(
 def scale(apps: client.AppsV1Api, namespace: str, name: str, replicas: int) -> None:
     """Set the Deployment's replicas (its scale subresource)."""
     apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": replicas}})
+
+
+def create_namespace(core: client.CoreV1Api, name: str, labels: dict[str, str] | None = None) -> None:
+    """Create a namespace, and return once its ``default`` ServiceAccount exists.
+
+    The controller-manager makes that account a moment after the namespace; until then the
+    ServiceAccount admission plugin refuses pods, after retrying for about a second only
+    (``getServiceAccount`` of plugin/pkg/admission/serviceaccount)."""
+    core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+
+    def account() -> bool:
+        try:
+            core.read_namespaced_service_account("default", name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return False
+        return True
+
+    poll(account, 60, f"the default ServiceAccount of namespace {name}", 0.1)
+
+
+def wait_admitted(core: client.CoreV1Api, namespace: str, pod: dict[str, Any], timeout: float = 60) -> None:
+    """Until the API server's admission would let ``pod`` in (a dry-run create answers yes).
+
+    Admission plugins read what they check from informers: the Priority plugin, for one,
+    refuses a pod naming a PriorityClass its cache has not seen yet ("no PriorityClass with
+    name ... was found"), with no look-up of its own. A refusal (403) counts as not yet."""
+    last: list[str] = [""]
+
+    def admitted() -> bool:
+        try:
+            core.create_namespaced_pod(namespace, pod, dry_run="All")
+        except ApiException as e:
+            if e.status != 403:
+                raise
+            last[0] = e.body or ""
+            return False
+        return True
+
+    try:
+        poll(admitted, timeout, f"pod {namespace}/{pod['metadata']['name']} to be admitted", 0.1)
+    except PollTimeoutError as e:
+        raise PollTimeoutError(e.what, timeout, last[0]) from None

@@ -15,35 +15,33 @@ from kubernetes.client.rest import ApiException
 
 from e2e.nodes import docker_exec
 from e2e.schedulers import OUR_NS
+from tests.access import grants_of, wait_until_allowed
 
 METRICS_READER = "dynamic-scheduler-e2e:metrics-reader"
 """A ClusterRole, and the ServiceAccount in kube-system bound to it, that may get /metrics."""
 
 
 def metrics_reader_token(api: client.ApiClient) -> str:
-    """A short-lived token of a ServiceAccount that may get /metrics (made when missing)."""
+    """A short-lived token of a ServiceAccount that may get /metrics (made when missing), once
+    the API server's authorizer answers our secure port's review of it with yes."""
     rbac, core = client.RbacAuthorizationV1Api(api), client.CoreV1Api(api)
     name = METRICS_READER.replace(":", "-")
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": METRICS_READER},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": METRICS_READER},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}],
+    }
     for create, body in (
-        (
-            rbac.create_cluster_role,
-            {
-                "metadata": {"name": METRICS_READER},
-                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
-            },
-        ),
-        (
-            rbac.create_cluster_role_binding,
-            {
-                "metadata": {"name": METRICS_READER},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": METRICS_READER,
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}],
-            },
-        ),
+        (rbac.create_cluster_role, role),
+        (rbac.create_cluster_role_binding, binding),
         (lambda b: core.create_namespaced_service_account("kube-system", b), {"metadata": {"name": name}}),
     ):
         try:
@@ -51,6 +49,7 @@ def metrics_reader_token(api: client.ApiClient) -> str:
         except ApiException as e:
             if e.status != 409:
                 raise
+    wait_until_allowed(api, grants_of(api, [role, binding]))
     req = core.create_namespaced_service_account_token(
         name, "kube-system", {"spec": {"expirationSeconds": 600}}
     )

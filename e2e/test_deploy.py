@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -27,6 +28,7 @@ from e2e.nodes import control_plane, node_listing
 from e2e.schedulers import OUR_NS
 from scheduler.deploy.prometheus import kubelet_address
 from scheduler.polling import poll
+from tests.access import grants_of, wait_until_allowed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -177,9 +179,9 @@ def can_i(kind_cluster, user: str, namespace: str) -> set[tuple[str, str, str]]:
 
 
 @pytest.fixture
-def lease_rbac(kind_cluster, our_namespace: str) -> Iterator[None]:
+def lease_rbac(kind_cluster, api: client.ApiClient, our_namespace: str) -> Iterator[None]:
     """The lease method's ServiceAccount and RBAC, as deploy applies them (without the Deployment:
-    no takeover needed to ask what the account may do)."""
+    no takeover needed to ask what the account may do), once the API server grants them."""
     kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     docs = [
         d for d in render("lease").split("\n---\n") if re.search(rf"^kind: ({'|'.join(kinds)})$", d, re.M)
@@ -187,8 +189,11 @@ def lease_rbac(kind_cluster, our_namespace: str) -> Iterator[None]:
     stream = "\n---\n".join(docs)
     assert len(docs) == 7, stream
     kubectl(kind_cluster, "apply", "--server-side", "--field-manager=e2e", "-f", "-", stdin=stream)
-    yield
-    kubectl(kind_cluster, "delete", "--ignore-not-found", "-f", "-", stdin=stream)
+    try:
+        wait_until_allowed(api, grants_of(api, [yaml.safe_load(d) for d in docs]))
+        yield
+    finally:
+        kubectl(kind_cluster, "delete", "--ignore-not-found", "-f", "-", stdin=stream)
 
 
 def test_the_service_account_may_do_only_what_the_scheduler_needs(kind_cluster, lease_rbac) -> None:

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from e2e.events import assert_bound_by, instance_pod, wait_event
-from e2e.kube import is_ready, wait_pod
+from e2e.kube import is_ready, wait_admitted, wait_pod
 from e2e.measure import record
 from e2e.nodes import cluster_nodes
 from e2e.pods import condition, is_bound, pod_body, wait_bound
@@ -61,13 +61,17 @@ def slots(core: client.CoreV1Api) -> Iterator[str]:
 
 
 @pytest.fixture
-def priorities(api: client.ApiClient) -> Iterator[dict[str, str]]:
+def priorities(api: client.ApiClient, core: client.CoreV1Api) -> Iterator[dict[str, str]]:
     sched = client.SchedulingV1Api(api)
     suffix = uuid.uuid4().hex[:6]
     names = {"low": f"e2e-low-{suffix}", "high": f"e2e-high-{suffix}"}
     for key, value in (("low", 10), ("high", 1000)):
         sched.create_priority_class({"metadata": {"name": names[key]}, "value": value})
     try:
+        for name in names.values():
+            probe = pod_body("priority-class-probe", "probe")
+            probe["spec"]["priorityClassName"] = name
+            wait_admitted(core, "default", probe)
         yield names
     finally:
         for name in names.values():

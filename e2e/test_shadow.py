@@ -32,6 +32,7 @@ from e2e.pods import is_bound, list_pods_raw, pod_body, wait_bound
 from e2e.webhook import kind_write_webhook
 from scheduler.cluster.client import api_request
 from scheduler.polling import poll
+from tests.access import grants_of, wait_until_allowed
 from tests.webhook import WriteSeen, WriteWebhook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -64,20 +65,22 @@ def writes(
     with hook:
         # The webhook sees a write made as the ServiceAccount (before it exists: RBAC lets
         # cluster-admin's subjects through whether or not their account exists).
-        rbac(api).create_cluster_role_binding(
-            {
-                "metadata": {"name": WIDENED},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": "dynamic-scheduler-shadow", "namespace": SHADOW_NS}
-                ],
-            }
-        )
+        widened = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": WIDENED},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "dynamic-scheduler-shadow", "namespace": SHADOW_NS}
+            ],
+        }
+        rbac(api).create_cluster_role_binding(widened)
         try:
+            wait_until_allowed(api, grants_of(api, [widened]))
             canary_write(api, probe_namespace)
             assert hook.seen == [WriteSeen("CREATE", "configmaps", probe_namespace, "canary")], hook.seen
             hook.seen.clear()

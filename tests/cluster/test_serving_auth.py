@@ -26,6 +26,7 @@ from scheduler.config.options import AuthenticationOptions, AuthorizationOptions
 from scheduler.metrics import Metrics
 from scheduler.serving import SecureServer
 from scheduler.serving.delegation import Delegation
+from tests.access import grants_of, wait_until_allowed
 from tests.apiserver import CA, ControlPlane
 
 pytestmark = pytest.mark.apiserver
@@ -73,17 +74,16 @@ def _apply(admin: ApiClient, path: str, body: dict) -> None:
     api_request(admin, "POST", path, body=body)
 
 
-def _bind_cluster_role(admin: ApiClient, role: str, subject: dict) -> None:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    _apply(
-        admin,
-        f"{RBAC}/clusterrolebindings",
-        {
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [subject],
-        },
-    )
+def _bind_cluster_role(admin: ApiClient, role: str, subject: dict) -> dict:
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"t-{uuid.uuid4().hex[:8]}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+    _apply(admin, f"{RBAC}/clusterrolebindings", binding)
+    return binding
 
 
 @pytest.fixture(scope="module")
@@ -91,24 +91,27 @@ def world(apiserver: ControlPlane, admin: ApiClient, tmp_path_factory: pytest.Te
     """The scheduler's delegation identity, a metrics reader role, and two service accounts."""
     tag = uuid.uuid4().hex[:6]
     delegator = f"delegator-{tag}"
-    _bind_cluster_role(
-        admin,
-        "system:auth-delegator",
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": delegator},
-    )
-    _apply(
-        admin,
-        f"{RBAC}/namespaces/kube-system/rolebindings",
+    bindings = [
+        _bind_cluster_role(
+            admin,
+            "system:auth-delegator",
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": delegator},
+        )
+    ]
+    bindings.append(
         {
-            "metadata": {"name": f"t-{tag}"},
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"t-{tag}", "namespace": "kube-system"},
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
                 "name": "extension-apiserver-authentication-reader",
             },
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": delegator}],
-        },
+        }
     )
+    _apply(admin, f"{RBAC}/namespaces/kube-system/rolebindings", bindings[-1])
     reader_role = f"metrics-reader-{tag}"
     _apply(
         admin,
@@ -127,12 +130,17 @@ def world(apiserver: ControlPlane, admin: ApiClient, tmp_path_factory: pytest.Te
             body={"spec": {"expirationSeconds": 3600}},
         )
         tokens[sa] = out["status"]["token"]
-    _bind_cluster_role(admin, reader_role, {"kind": "ServiceAccount", "name": "reader", "namespace": ns})
-    _bind_cluster_role(
-        admin,
-        reader_role,
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"proxied-{tag}"},
+    bindings.append(
+        _bind_cluster_role(admin, reader_role, {"kind": "ServiceAccount", "name": "reader", "namespace": ns})
     )
+    bindings.append(
+        _bind_cluster_role(
+            admin,
+            reader_role,
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": f"proxied-{tag}"},
+        )
+    )
+    wait_until_allowed(admin, grants_of(admin, bindings))
     d = tmp_path_factory.mktemp("auth")
 
     def cert(ca: CA, cn: str, orgs: tuple[str, ...] = ()) -> tuple[Path, Path]:

@@ -20,6 +20,7 @@ from scheduler.deploy.cmdline import DeployError
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.templates import FIELD_MANAGER
 from scheduler.deploy.waiting import holder, read_lease
+from tests.access import grants_of, wait_until_allowed
 from tests.apiserver import ControlPlane
 from tests.deploy.cluster_util import existing, make_pod, namespace_state
 from tests.deploy.util import METHODS, all_objects, error_of, rendered, run_main
@@ -199,14 +200,16 @@ def test_without_access_deploy_stops_before_changing_anything(
             "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
         }
     )
-    rbac.create_cluster_role_binding(
-        {
-            "metadata": {"name": user},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-            "subjects": [{"kind": "User", "name": user}],
-        }
-    )
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    rbac.create_cluster_role_binding(binding)
     try:
+        wait_until_allowed(admin, grants_of(admin, [binding]))
         kubeconfig = apiserver.kubeconfig_for(user)
         code, out, err = run_main(
             deploy.main, ["lease", "--kubeconfig", str(kubeconfig), "--set", f"namespace={namespace}"], capsys

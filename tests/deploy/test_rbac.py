@@ -37,6 +37,7 @@ from scheduler.deploy.waiting import poll
 from scheduler.serving.authentication import Credentials
 from scheduler.serving.authorization import Decision
 from scheduler.serving.delegation import Delegation
+from tests.access import grants_of, wait_until_allowed
 from tests.apiserver import ControlPlane
 from tests.deploy.cluster_util import make_pod, service_account_client
 from tests.deploy.util import rendered
@@ -89,6 +90,7 @@ def deployed(apiserver: ControlPlane, admin: ApiClient) -> Iterator[str]:
     cluster = Cluster(admin)
     cluster.apply(objects)
     try:
+        wait_until_allowed(admin, grants_of(admin, objects))
         yield ns
     finally:
         cluster.delete([o for o in objects if o["kind"] != "Deployment"])
@@ -272,6 +274,7 @@ def prometheus_rbac(request: pytest.FixtureRequest, admin: ApiClient) -> Iterato
     cluster = Cluster(admin)
     cluster.apply(objects)
     try:
+        wait_until_allowed(admin, grants_of(admin, objects))
         yield ns, discovery
     finally:
         cluster.delete(objects)
@@ -345,6 +348,7 @@ def test_the_shadow_may_read_what_the_informers_read_and_nothing_else(
     cluster = Cluster(admin)
     cluster.apply(objects)
     try:
+        wait_until_allowed(admin, grants_of(admin, objects))
         shadow = service_account_client(apiserver, ns, "dynamic-scheduler-shadow")
         anyone = service_account_client(apiserver, ns, "someone-else")
         for where in (ns, "default", "kube-system"):
