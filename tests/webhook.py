@@ -53,6 +53,8 @@ class BindingSeen:
     """time.monotonic() when it arrived."""
     refused: int | None
     """The code it was refused with; None: allowed."""
+    user: str = ""
+    """Who sent it (the request's user name)."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ class BindingWebhook(_Webhook):
         node = ((req.get("object") or {}).get("target") or {}).get("name", "")
         with self._lock:
             step = self.decide(pod, node)
-            self.seen.append(BindingSeen(pod, node, time.monotonic(), step[0] if step else None))
+            user = (req.get("userInfo") or {}).get("username", "")
+            self.seen.append(BindingSeen(pod, node, time.monotonic(), step[0] if step else None, user))
         if step is None:
             return None
         code, retry_after = step

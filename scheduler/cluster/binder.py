@@ -120,9 +120,21 @@ class Binder:
             attempts = n
 
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        # Whether an earlier send of this Binding may have reached the API server: an attempt
+        # with no answer or a 5xx one, or libcurl's first send of a request it sent again.
+        sent_before = False
 
         def call() -> None:
-            api_request(self.api, "POST", path, body=body, timeout=self.settings.timeout)
+            nonlocal sent_before
+            try:
+                api_request(self.api, "POST", path, body=body, timeout=self.settings.timeout)
+            except ApiException as e:
+                if getattr(e, "resent", False) or e.status >= 500:
+                    sent_before = True
+                raise
+            except (TimeoutError, ConnectionError):
+                sent_before = True
+                raise
 
         try:
             self._retrying(call, "bind", count)
@@ -132,11 +144,20 @@ class Binder:
         except ApiException as e:
             msg = status_message(e)
             if e.status in (404, 409):
-                # A 409 may be our own bind: after an attempt whose answer we did not get, or
-                # when the transport sent the request again on a new connection (libcurl
-                # does when a kept-alive one dies before any answer, see cluster.curl).
-                if e.status == 409 and self._bound_to(namespace, name, uid, node):
+                # A 409 is our own bind only when an earlier send of ours may have reached the
+                # API server; else someone else bound the pod (another scheduler, or a second
+                # leader), and its bind is theirs: no event, no success, the cache learns it.
+                bound = self._bound_node(namespace, name, uid) if e.status == 409 else None
+                if bound == node and sent_before:
                     return BindResult(BindOutcome.BOUND, attempts=attempts)
+                if bound:
+                    logger.info(
+                        "Pod was bound by someone else",
+                        extra=kv(pod=f"{namespace}/{name}", node=bound, ourNode=node),
+                    )
+                    return BindResult(
+                        BindOutcome.GONE, f"bound to {bound} by someone else", e.status, attempts
+                    )
                 logger.log(
                     V(2),
                     "Pod bound or deleted elsewhere",
@@ -149,7 +170,7 @@ class Binder:
             )
             return BindResult(BindOutcome.FAILED, msg, e.status, attempts)
         except Exception as e:  # connection errors after the last attempt
-            if retriable(e) and attempts > 0 and self._bound_to(namespace, name, uid, node):
+            if retriable(e) and attempts > 0 and self._bound_node(namespace, name, uid) == node:
                 return BindResult(BindOutcome.BOUND, attempts=attempts)
             logger.warning(
                 "Binding failed",
@@ -158,18 +179,17 @@ class Binder:
             return BindResult(BindOutcome.FAILED, f"{type(e).__name__}: {e}", None, attempts)
         return BindResult(BindOutcome.BOUND, attempts=attempts)
 
-    def _bound_to(self, namespace: str, name: str, uid: str | None, node: str) -> bool:
+    def _bound_node(self, namespace: str, name: str, uid: str | None) -> str | None:
+        """The node the pod (of ``uid``, if given) is bound to; None if unbound, gone or unknown."""
         try:
             pod = api_request(
                 self.api, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=self.settings.timeout
             )
         except Exception:  # noqa: BLE001 - best effort: unknown means "not ours"
-            return False
-        return (
-            bool(pod)
-            and (not uid or pod["metadata"].get("uid") == uid)
-            and (pod.get("spec") or {}).get("nodeName") == node
-        )
+            return None
+        if not pod or (uid and pod["metadata"].get("uid") != uid):
+            return None
+        return (pod.get("spec") or {}).get("nodeName") or None
 
     # --- the PodScheduled condition ------------------------------------------------------
 

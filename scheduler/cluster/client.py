@@ -298,8 +298,9 @@ def api_request(
     :func:`new_api_client`) its rate limiter and default timeout.
 
     A non-2xx answer raises ``kubernetes.client.ApiException`` as the typed methods do, with
-    the status, reason, body (text) and headers (``Retry-After`` included); no answer at all
-    raises :class:`TimeoutError` or :class:`ConnectionError`.
+    the status, reason, body (text) and headers (``Retry-After`` included), and ``resent``:
+    True when libcurl may have sent the request twice (:attr:`scheduler.cluster.curl.Response.resent`);
+    no answer at all raises :class:`TimeoutError` or :class:`ConnectionError`.
     """
     route = _route(api_client)
     url = route.host + path
@@ -318,5 +319,6 @@ def api_request(
         e = ApiException(status=resp.status, reason=resp.reason)
         e.body = resp.data.decode("utf-8", errors="replace")
         e.headers = resp.headers
+        e.resent = resp.resent  # type: ignore[attr-defined]
         raise e
     return decode(resp.data)

@@ -49,6 +49,10 @@ class Response:
     data: bytes
     raw_headers: bytes
     """The header block of the last response (a redirect's or a 100 Continue's are not kept)."""
+    resent: bool = False
+    """libcurl opened a new connection for a handle that had one: the kept-alive connection
+    was dead, found so before the request or after sending it with no answer (then libcurl
+    sent it again). Which of the two is not told, so the request may have been sent twice."""
 
     @property
     def reason(self) -> str:
@@ -76,14 +80,15 @@ class CurlPool:
         """Where request URLs start: the server, or with ``tls-server-name`` that name (libcurl
         connects to the server, ``CONNECT_TO``, and checks the certificate for the name)."""
 
-    def _handle(self) -> pycurl.Curl:
+    def _handle(self) -> tuple[pycurl.Curl, bool]:
+        """A handle, and whether it is a used one (with a kept-alive connection)."""
         with self._lock:
             if self._free:
-                return self._free.pop()
+                return self._free.pop(), True
         c = pycurl.Curl()
         for opt, value in self._options:
             c.setopt(opt, value)
-        return c
+        return c, False
 
     def _give_back(self, c: pycurl.Curl) -> None:
         with self._lock:
@@ -102,7 +107,7 @@ class CurlPool:
     ) -> Response:
         """One exchange; raises :class:`TimeoutError` or :class:`ConnectionError` when no
         answer came."""
-        c = self._handle()
+        c, used = self._handle()
         data = io.BytesIO()
         head: list[bytes] = []
         try:
@@ -133,10 +138,11 @@ class CurlPool:
                     raise TimeoutError(f"timed out: {what}") from None
                 raise ConnectionError(what) from None
             status = c.getinfo(pycurl.RESPONSE_CODE)
+            resent = used and c.getinfo(pycurl.NUM_CONNECTS) > 0
         finally:
             if c is not None:
                 self._give_back(c)
-        return Response(status, data.getvalue(), b"".join(head))
+        return Response(status, data.getvalue(), b"".join(head), resent)
 
     def close(self) -> None:
         with self._lock:

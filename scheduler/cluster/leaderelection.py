@@ -28,6 +28,19 @@ loop follows client-go ``tools/leaderelection`` step by step:
   ``on_stopped_leading`` is called and the loop ends (kube-scheduler then exits
   with code 1; the app decides). Every request of a round is cut at the round's
   deadline;
+- ours, not client-go's: a holder stops leading the moment it learns that the
+  Lease is no longer its own (deleted, or naming another holder), from a
+  renewal or from its watch of the Lease (kept while leading; a GET confirms
+  what the watch says), and never creates it again: :attr:`lost` is set and
+  ``on_stopped_leading`` called at once. client-go goes on leading until its
+  renew deadline passes, and creates a deleted Lease anew, so two leaders
+  overlapped for seconds;
+- ours too: a candidate that creates an absent Lease leads only after the
+  takeover's safe wait (``scheduler.cluster.takeover``), unless what it last
+  saw of the Lease proves its holder stopped (released, or expired by our
+  clock): the holder of a deleted Lease, ours or kube-scheduler, may still be
+  leading until its renew deadline passes, and one never seen may have been
+  deleted just before we looked;
 - every write is a replace guarded by the resourceVersion we read (a 409 means
   someone else wrote: read again);
 - :meth:`LeaderElector.stop` with ``release=True`` writes an empty holder and
@@ -116,7 +129,7 @@ class LeaderElectionConfig:
     request_timeout: float = 10.0
     """Per-request timeout while acquiring (renewals are cut at their round's deadline)."""
     watch: bool = True
-    """While standing by, watch the lease too (needs list and watch on it; else polls only)."""
+    """Watch the lease too, standing by and holding it (needs list and watch on it; else polls only)."""
 
     def validate(self) -> None:
         # client-go's NewLeaderElector checks.
@@ -177,6 +190,8 @@ class LeaderElector:
         self._leading_since: str | None = None  # LEADING_ANNOTATION's value, once leading
         self._announced = False  # the Lease written carries it
         self._acquiring = False  # takeover is for acquiring at start only, never once we have led
+        self._holding = False  # acquired: from now on the Lease must stay ours, or we have lost it
+        self._end_lock = threading.Lock()  # one end of leading: a loss or a stop, whichever first
         self.takeovers = 0
         self.leases = LeaseClient(api_client, self.config.namespace, self.config.name)
 
@@ -195,7 +210,8 @@ class LeaderElector:
         """End the loop; release the lease if we hold it (``release_on_cancel`` unless given).
 
         Returns after the loop ended and the release was written (or ``timeout``)."""
-        self._stop.set()
+        with self._end_lock:
+            self._stop.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(
@@ -235,18 +251,51 @@ class LeaderElector:
 
     def run(self) -> None:
         """The election loop; returns when stopped or when leadership was lost."""
+        watcher = self._watch_lease() if self.config.watch else None
         try:
             logger.info(
                 "Attempting to acquire leader lease", extra=kv(lock=self._describe(), identity=self.identity)
             )
             if self._acquire():
+                self._holding = True
                 self._renew_loop()
         finally:
-            if self.leading.is_set():
-                self.leading.clear()
-                self.gauge.set(0)
-                self._callback(self.on_stopped_leading, "on_stopped_leading")
+            self._end_leading()
+            if watcher is not None:
+                watcher.stop(timeout=1.0)
             self.done.set()
+
+    def _end_leading(self) -> None:
+        """Leading is over (stopped): ``on_stopped_leading`` once, on this thread."""
+        with self._end_lock:
+            was = self.leading.is_set()
+            self.leading.clear()
+        if was:
+            self.gauge.set(0)
+            self._callback(self.on_stopped_leading, "on_stopped_leading")
+
+    def _lose(self, why: str, **context: Any) -> None:
+        """The Lease is no longer ours: stop leading at this moment, write nothing more.
+
+        client-go keeps leading until its renew deadline passes, even once it has read that the
+        Lease is gone or names another holder; a standby may lead by then. We stop the moment
+        we learn it, from a renewal or from the watch (after a GET confirms what it said).
+        :attr:`lost` is set before ``on_stopped_leading`` is called."""
+        with self._end_lock:
+            if self._stop.is_set():
+                return  # stopped (a shutdown, or a loss already): not a loss now
+            self._stop.set()
+            was = self.leading.is_set()
+            self.leading.clear()
+        self.gauge.set(0)
+        self.lost.set()
+        self._wake.set()
+        logger.error(
+            f"Leader election lost: {why}",
+            extra=kv(lock=self._describe(), identity=self.identity, **context),
+        )
+        if was:
+            self._callback(self.on_stopped_leading, "on_stopped_leading")
 
     def release(self) -> bool:
         """Write an empty holder with ``leaseDurationSeconds: 1`` if the lease names us."""
@@ -299,27 +348,48 @@ class LeaderElector:
 
     def _acquire(self) -> bool:
         self._acquiring = True
-        watcher = self._watch_lease() if self.config.watch else None
         try:
             return self._acquire_loop()
         finally:
             self._acquiring = False
-            if watcher is not None:
-                watcher.stop(timeout=1.0)
 
     def _watch_lease(self) -> Informer | None:
         return watch_lease(self.leases, self._watched, self._watched_gone, self.config.request_timeout)
 
     def _watched(self, lease: dict[str, Any]) -> None:
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if self._holding:
+            if holder != self.identity:
+                self._confirm_lost(f"held by {holder!r}" if holder else "released by someone else")
+            return
         if not self._acquiring or self.is_leader():
             return
         self._observe(lease)
-        if not (lease.get("spec") or {}).get("holderIdentity"):
+        if not holder:
             self._wake.set()  # released: try now, not a retry period later
 
     def _watched_gone(self, _lease: dict[str, Any]) -> None:
-        if self._acquiring:
+        if self._holding:
+            self._confirm_lost("deleted")
+        elif self._acquiring:
             self._wake.set()  # deleted: the next attempt creates it
+
+    def _confirm_lost(self, seen: str) -> None:
+        """The watch says the Lease is no longer ours; a GET says whether that is still so (the
+        watch may deliver a version older than our last write)."""
+        if self._stop.is_set():
+            return
+        try:
+            lease = self.leases.get(timeout=self.config.request_timeout)
+        except ApiException as e:
+            if e.status == 404:
+                self._lose("the lease was deleted", seenBy="watch")
+            return  # unknown: the renewals decide
+        except Exception:  # noqa: BLE001 - unknown: the renewals decide
+            return
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if holder != self.identity:
+            self._lose(f"the lease is {seen}", seenBy="watch", holder=holder)
 
     def _acquire_loop(self) -> bool:
         c = self.config
@@ -367,12 +437,7 @@ class LeaderElector:
             if self._stop.is_set():
                 return
             if not ok:
-                logger.error(
-                    "Leader election lost: failed to renew lease",
-                    extra=kv(lock=self._describe(), identity=self.identity, renewDeadline=c.renew_deadline),
-                )
-                self.gauge.set(0)
-                self.lost.set()
+                self._lose("failed to renew lease", renewDeadline=c.renew_deadline)
                 return
             logger.log(V(5), "Successfully renewed lease", extra=kv(lock=self._describe()))
             self._maybe_start_leading()
@@ -387,9 +452,12 @@ class LeaderElector:
         if self._lead_at is not None and self.clock() < self._lead_at:
             return
         self._lead_at = None
-        self._leading_since = micro_time()
-        self.leading.set()
-        self.gauge.set(1)
+        with self._end_lock:
+            if self._stop.is_set():  # lost (or stopped) since the renewal: never lead now
+                return
+            self._leading_since = micro_time()
+            self.leading.set()
+            self.gauge.set(1)
         logger.info("Started leading", extra=kv(lock=self._describe(), identity=self.identity))
         if self.on_started_leading is not None:
             threading.Thread(
@@ -439,6 +507,10 @@ class LeaderElector:
             if e.status != 404:
                 logger.error("Error retrieving lease lock", extra=kv(lock=self._describe(), err=_err(e)))
                 return False
+            if self._holding:  # client-go creates it again and goes on leading
+                self._lose("the lease was deleted", seenBy="renewal")
+                return False
+            wait = self._created_wait()
             try:
                 self._lease = self.leases.create(record, timeout=left())
             except Exception as e2:  # noqa: BLE001
@@ -447,9 +519,23 @@ class LeaderElector:
                 )
                 return False
             self._set_observed(self._lease)
+            if wait > 0:
+                self._lead_at = self.clock() + wait
+                logger.info(
+                    "Created the lease; waiting until a holder it may have had must have stopped",
+                    extra=kv(lock=self._describe(), waitSeconds=round(wait, 3)),
+                )
             return True
         except Exception as e:  # noqa: BLE001
             logger.error("Error retrieving lease lock", extra=kv(lock=self._describe(), err=_err(e)))
+            return False
+        if self._holding and (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+            self._lose(
+                f"the lease is held by {holder!r}" if holder else "the lease was released by someone else",
+                seenBy="renewal",
+                holder=holder,
+            )
             return False
         self._lease = lease
         self._observe(lease)
@@ -488,6 +574,22 @@ class LeaderElector:
                 extra=kv(lock=self._describe(), previousHolder=holder, waitSeconds=round(wait, 3)),
             )
         return True
+
+    def _created_wait(self) -> float:
+        """Seconds between creating the absent Lease and leading: none when what we last saw of
+        it proves its holder stopped (released, or expired by our clock); else the takeover's
+        safe wait, since a deleted Lease's holder (ours, or a client-go scheduler) may go on
+        leading until its renew deadline passes. A Lease never seen may have been deleted
+        just before we looked: it waits too."""
+        c = self.config
+        with self._lock:
+            seen = bool(self._observed_raw)
+            holder = self._observed.get("holderIdentity") or ""
+            duration = float(self._observed.get("leaseDurationSeconds") or c.lease_duration)
+            expired = self._observed_time + duration <= self.clock()
+        if seen and (not holder or expired):
+            return 0.0
+        return self.safe_takeover_wait(duration if seen else c.lease_duration)
 
     # --- observation -------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ the same object:
   (``scheduler.cluster.takeover``).
 
 :class:`LeaseClient` makes the calls on one named Lease, and
-:func:`watch_lease` starts the informer a standby uses to see it change.
+:func:`watch_lease` starts the informer an elector uses to see it change (a
+standby, to take it the moment it is free; a holder, to stop the moment it is not its own).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ RESTORING_ANNOTATION = "dynamic-scheduler.io/restoring"
 
 LEASES_API = "/apis/coordination.k8s.io/v1"
 LEASE_WATCH = WatchSettings(watch_timeout=60)
-"""A standby's watch of the Lease ends every minute or two, so a stuck one is short-lived."""
+"""An elector's watch of the Lease ends every minute or two, so a stuck one is short-lived."""
 
 
 def micro_time() -> str:

@@ -72,8 +72,20 @@ def test_second_bind_is_a_conflict_to_drop(admin, namespace: str) -> None:
     again = binder.bind(namespace, name, uid, n2)
     assert again.status is BindOutcome.GONE and again.drop and again.code == 409
     assert again.attempts == 1  # a conflict is never retried
-    assert "already assigned" in again.message
+    assert again.message == f"bound to {n1} by someone else"
     assert pod_of(admin, namespace, name)["spec"]["nodeName"] == n1
+
+
+def test_a_conflict_onto_our_node_with_no_earlier_send_is_someone_elses_bind(admin, namespace: str) -> None:
+    """Two leaders that chose the same node: the second Binding's 409 is not its success
+    (no event, no metric), although the pod sits where it wanted it."""
+    node = make_node(admin)["metadata"]["name"]
+    pod = make_pod(admin, namespace)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    assert Binder(admin).bind(namespace, name, uid, node).bound  # the other leader
+    ours = Binder(admin).bind(namespace, name, uid, node)
+    assert ours.status is BindOutcome.GONE and ours.code == 409 and ours.attempts == 1, ours
+    assert ours.message == f"bound to {node} by someone else"
 
 
 def test_bind_of_a_deleted_pod_is_gone(admin, namespace: str) -> None:

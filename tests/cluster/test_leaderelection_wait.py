@@ -1,4 +1,5 @@
-"""When a standby tries again (no API server: the elector's clock is a fake one)."""
+"""When a standby tries again, and how long one that creates a deleted Lease waits before
+leading (no API server: the elector's clock is a fake one)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,33 @@ def test_a_released_or_already_expired_lease_waits_the_jittered_retry_period(sta
     if spec["spec"]["holderIdentity"]:
         clock.now += L + 1  # expired, but the attempt failed (say, a conflict): no busy loop
     assert all(jittered(e._acquire_wait()) for _ in range(50))
+
+
+# --- creating a Lease found absent ---------------------------------------------------------
+
+
+def safe(e: LeaderElector, duration: float = L) -> float:
+    return e.safe_takeover_wait(duration)
+
+
+def test_a_lease_never_seen_may_have_been_deleted_under_its_holder(standby) -> None:
+    e, _ = standby
+    assert e._created_wait() == safe(e) == 17.0  # kube-scheduler's defaults: max(15, 10 + 2) + 2
+
+
+def test_a_lease_seen_held_waits_by_the_holders_duration(standby) -> None:
+    e, clock = standby
+    e._observe(lease("leader_1", duration=40))
+    clock.now += 1
+    assert e._created_wait() == safe(e, 40) == 42.0
+
+
+def test_a_lease_seen_released_or_expired_needs_no_wait(standby) -> None:
+    e, clock = standby
+    e._observe(lease(""))
+    assert e._created_wait() == 0.0
+    e._observe(lease("leader_1"))
+    clock.now += L - 0.1
+    assert e._created_wait() == safe(e)  # still valid by our clock
+    clock.now += 0.1
+    assert e._created_wait() == 0.0  # expired by our clock: its holder has stopped
