@@ -25,6 +25,7 @@ from scheduler.config import load_config
 from scheduler.config.options import Options, ServingOptions
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane
+from tests.cluster.util import halt_times
 from tests.cluster.webhook import scripted_webhook
 
 pytestmark = pytest.mark.apiserver
@@ -67,14 +68,7 @@ def test_no_binding_is_sent_after_the_lease_is_lost(
     )
     app.build()
     assert app.io is not None
-    halted_at: list[float] = []
-    halt = app.io.binder.halt
-
-    def timed_halt() -> None:
-        halted_at.append(time.monotonic())
-        halt()
-
-    app.io.binder.halt = timed_halt  # type: ignore[method-assign]
+    halted_at = halt_times(app)
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(app.run()), daemon=True)
 

@@ -29,6 +29,7 @@ from scheduler.config import load_config
 from scheduler.config.options import Options, ServingOptions
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane
+from tests.cluster.util import halt_times, make_node
 from tests.cluster.webhook import scripted_webhook
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.timeout(240)]
@@ -122,24 +123,8 @@ def test_the_old_leader_stops_at_once_and_the_new_one_waits_until_then(
     a = replica(apiserver, tmp_path, user_a, namespace, lease, scheduler_name)
     b = replica(apiserver, tmp_path, user_b, namespace, lease, scheduler_name)
     assert a.io is not None
-    halted_at: list[float] = []
-    halt = a.io.binder.halt
-
-    def timed_halt() -> None:
-        halted_at.append(time.monotonic())
-        halt()
-
-    a.io.binder.halt = timed_halt  # type: ignore[method-assign]
-    node = f"n-{tag}"
-    api_request(
-        admin,
-        "POST",
-        "/api/v1/nodes",
-        body={
-            "metadata": {"name": node},
-            "status": {"capacity": {"cpu": "64", "memory": "256Gi", "pods": "5000"}},
-        },
-    )
+    halted_at = halt_times(a)
+    node = make_node(admin, f"n-{tag}", cpu="64", memory="256Gi", pods="5000")["metadata"]["name"]
     stream = PodStream(admin, namespace, scheduler_name)
     runners: list[Runner] = []
     with scripted_webhook(apiserver, admin, namespace, deny=[]) as hook:

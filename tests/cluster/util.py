@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ def make_node(
     *,
     cpu: str = "4",
     memory: str = "8Gi",
+    pods: str = "110",
 ) -> dict[str, Any]:
     """A node of this capacity (the API server defaults its allocatable to it); no kubelet."""
     name = name or f"node-{uuid.uuid4().hex[:6]}"
@@ -32,7 +34,7 @@ def make_node(
         "/api/v1/nodes",
         body={
             "metadata": {"name": name, "labels": labels or {}},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"}},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods}},
         },
     )
 
@@ -192,3 +194,18 @@ def failed_note(admin: ApiClient, namespace: str, pod: str) -> str:
     return next(
         (e["note"] for e in items if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pod), ""
     )
+
+
+def halt_times(app: Any) -> list[float]:
+    """When (time.monotonic()) the app's binder is halted, its Lease lost: a list that gets
+    the moment of each halt."""
+    assert app.io is not None
+    times: list[float] = []
+    halt = app.io.binder.halt
+
+    def timed_halt() -> None:
+        times.append(time.monotonic())
+        halt()
+
+    app.io.binder.halt = timed_halt
+    return times
