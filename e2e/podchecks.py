@@ -7,6 +7,7 @@ against the rules, :func:`restarts` counts our replicas' container restarts.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -16,6 +17,28 @@ from e2e.events import events
 from e2e.measure import summary
 from e2e.schedulers import OUR_NS, OUR_SELECTOR
 from e2e.watching import PodWatch
+from scheduler.polling import PollTimeoutError, poll
+
+EVENT_WAIT = 30.0
+"""How long a bound pod's Scheduled event may trail its bind."""
+
+
+def scheduled_events(core: client.CoreV1Api, ns: str, uids: set[str]) -> dict[str, int]:
+    """Scheduled events per pod UID (a series counted whole), read until every one of ``uids``
+    has one or :data:`EVENT_WAIT` has passed."""
+    last: dict[str, int] = {}
+
+    def read() -> bool:
+        last.clear()
+        for ev in events(core, ns, reason="Scheduled"):
+            uid = ev["involvedObject"].get("uid") or ev["involvedObject"]["name"]
+            count = max(ev.get("count") or 1, (ev.get("series") or {}).get("count") or 1)
+            last[uid] = last.get(uid, 0) + count
+        return uids <= last.keys()
+
+    with contextlib.suppress(PollTimeoutError):
+        poll(read, EVENT_WAIT, "a Scheduled event for every bound pod", 1)
+    return last
 
 
 def restarts(core: client.CoreV1Api) -> dict[str, int]:
@@ -59,15 +82,16 @@ def check_pods(
     slow = {r.name: round(r.watch_latency() or 0, 1) for r in recs if (r.watch_latency() or 0) > max_unbound}
     if slow:
         problems.append(f"pods bound over {max_unbound:g}s after they were created: {slow}")
-    # At most one Scheduled event per pod: a second would be a second binding decision.
-    per_pod: dict[str, int] = {}
-    for ev in events(core, ns, reason="Scheduled"):
-        uid = ev["involvedObject"].get("uid") or ev["involvedObject"]["name"]
-        count = max(ev.get("count") or 1, (ev.get("series") or {}).get("count") or 1)
-        per_pod[uid] = per_pod.get(uid, 0) + count
+    # Exactly one Scheduled event per bound pod: a second would be a second binding decision,
+    # none a bind nobody reported. Events trail binds, so a missing one is waited for.
+    bound = {r.uid: r.name for r in recs if r.bound_seen is not None}
+    per_pod = scheduled_events(core, ns, set(bound))
     twice = {u: n for u, n in per_pod.items() if n > 1}
     if twice:
         problems.append(f"pods with more than one Scheduled event: {twice}")
+    missing = sorted(name for uid, name in bound.items() if uid not in per_pod)
+    if missing:
+        problems.append(f"bound pods without a Scheduled event after {EVENT_WAIT:g}s: {missing[:10]}")
     api_lat = [x for x in (r.api_latency() for r in recs) if x is not None]
     watch_lat = [x for x in (r.watch_latency() for r in recs) if x is not None]
     api_summary, watch_summary = summary(api_lat), summary(watch_lat)

@@ -52,6 +52,10 @@ from scheduler.shadow.judge import Judge
 logger = logging.getLogger(__name__)
 
 SHADOW_PATH = "/shadow/decisions"
+LOSS_GRACE = 2.0
+"""After the Lease is lost, how long the Bindings already sent may take to be answered and
+their ``Scheduled`` events to be written before the process exits; nothing new starts (no
+cycle, no Binding, no retry). kube-scheduler exits at once and drops its queued events."""
 
 
 class KubeIO:
@@ -363,7 +367,7 @@ class App:
                 "Leaderelection lost",
                 extra=kv(lease=f"{self.elector.config.namespace}/{self.elector.config.name}"),
             )
-            return self.shutdown(1, release=False, grace=0.0)
+            return self.shutdown(1, release=False, grace=LOSS_GRACE)
         return self.shutdown(0)
 
     def _run_shadow(self) -> int:
@@ -387,7 +391,8 @@ class App:
     def shutdown(self, code: int, release: bool = True, grace: float | None = None) -> int:
         """Stop scheduling, let binds in flight finish (up to ``grace`` seconds, by default the
         settings' ``shutdown_grace``), release the lease, stop the rest. After a lost Lease
-        (``grace`` 0) nothing waits for writes."""
+        (:data:`LOSS_GRACE`) the binder is halted: only answers to Bindings already sent and
+        the events of those that succeeded are waited for."""
         grace = self.settings.shutdown_grace if grace is None else grace
         self.stop.set()
         start = time.monotonic()
@@ -403,7 +408,7 @@ class App:
             # What is left of the grace, at least 2 s: after a burst of binds the events lag
             # (binds come first), and a backlog's last seconds of them are still queued.
             left = max(2.0, grace - (time.monotonic() - start))
-            self.recorder.stop(timeout=left if not self.halted else 0.0)
+            self.recorder.stop(timeout=left)
         for i in self.informers:
             i.stop()
         if self.server is not None:
