@@ -13,5 +13,12 @@ OFFLINE=${OFFLINE:-0}
 KIND=${KIND:-$("$REPO_ROOT/hack/tools/ensure-bin.sh" kind)}
 KUBECTL=${KUBECTL:-$("$REPO_ROOT/hack/tools/ensure-bin.sh" kubectl)}
 
-cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; }
+# The list is read whole before it is searched: `kind get clusters | grep -q` under pipefail
+# fails when grep stops at an early match and kind, still writing, dies of the closed pipe
+# (two clusters, ours listed first), and the e2e teardown then deleted a healthy cluster.
+cluster_exists() {
+  local names
+  names=$("$KIND" get clusters 2>&1) || die "kind get clusters failed: $names"
+  grep -qx "$KIND_CLUSTER" <<<"$names"
+}
 kubectl() { "$KUBECTL" "$@"; }
