@@ -101,10 +101,13 @@ def run_fault(
     inject: Callable[[], dict[str, Any]],
     *,
     may_restart: bool = True,
+    unreported_ok: bool = False,
 ) -> dict[str, Any]:
     """The load, the fault FAULT_AT seconds in, the checks; returns the figures.
 
-    ``may_restart=False``: a fault kube-scheduler rides out without exiting, so ours must too."""
+    ``may_restart=False``: a fault kube-scheduler rides out without exiting, so ours must too.
+    ``unreported_ok``: bound pods without a Scheduled event are counted, not failed (see
+    :func:`e2e.podchecks.check_pods`)."""
     wait_ours_scheduling(core, ns, image)
     restarts_before = restarts(core)
     holder_before = holder(read_lease(api))
@@ -148,7 +151,9 @@ def run_fault(
         )
     watch_errors = len(watch.errors)  # a fault breaks the test's own watch too; it resumes from where it was
     watch.errors.clear()
-    figures, problems = check_pods(core, ns, watch, t0, [], p99_bound=None, max_unbound=MAX_UNBOUND)
+    figures, problems = check_pods(
+        core, ns, watch, t0, [], p99_bound=None, max_unbound=MAX_UNBOUND, unreported_ok=unreported_ok
+    )
     figures["test_watch_errors"] = watch_errors
     names = {r.name for r in watch.records()}
     lost = sorted(set(creator.created) - names)

@@ -115,7 +115,9 @@ def test_the_leaders_network_cut_while_another_takes_over(
             cut |= {"new_holder_after_s": round(time.time() - t, 1), "new_holder": holder(lease)}
         return cut
 
-    run_fault(api, core, namespace, test_image, "leader_network_cut", inject)
+    # A Binding that lands while its answer is cut off is never reported: the leader cannot write
+    # the event, and exits on losing the Lease. Such pods are counted, not failed.
+    run_fault(api, core, namespace, test_image, "leader_network_cut", inject, unreported_ok=True)
 
 
 def test_the_lease_deleted_by_hand(api, core, namespace, test_image, ours_is_the_scheduler) -> None:
