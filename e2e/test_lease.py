@@ -358,7 +358,10 @@ def test_sigterm_of_the_leader_releases_and_another_takes_over(
         # over at once, and leads after the safe wait (kube-scheduler has exited by then).
         assert holder_host(first.holder) == control_plane(core).metadata.name, first.holder
         bound = SIGTERM_FAILOVER + SAFE_WAIT
-    new = deployed.watch.wait_for("one of ours holding", lambda c: annotated_ours(c.lease), 60, after=mark)
+    # Not the old leader's own last renewals, which may come after the mark, before its SIGTERM.
+    new = deployed.watch.wait_for(
+        "another of ours holding", lambda c: annotated_ours(c.lease) and c.holder != old, 60, after=mark
+    )
     new_pod = holder_host(new.holder)
     assert new_pod != leader and new_pod in {p.metadata.name for p in our_pods(core)}
     wait_leading(core, new_pod, 60)
