@@ -178,11 +178,7 @@ class App:
             elif plural == "nodes":
                 informer.add_handlers(handlers.on_node_add, handlers.on_node_update, handlers.on_node_delete)
             else:
-                informer.add_handlers(
-                    handlers.on_storage_change,
-                    lambda old, new: handlers.on_storage_change(new),
-                    handlers.on_storage_change,
-                )
+                informer.add_handlers(*handlers.object_handlers(plural))
             self.informers.append(informer)
         stores = {i.resource.plural: i.store for i in self.informers}
 

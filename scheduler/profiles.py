@@ -37,6 +37,7 @@ PLUGIN_RESOURCES = {
     ),
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
+    "DynamicResources": ("resourceclaims", "resourceslices", "deviceclasses"),
 }
 # Plugins that take part only through the queue or the binder (built-in here).
 NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})
@@ -120,6 +121,7 @@ def build_profile(
     profile = Profile(
         prof.scheduler_name,
         plugins,
+        pre_enqueues=[n for n in points.pre_enqueue if n not in NOT_BUILT],
         pre_filters=list(points.pre_filter),
         filters=list(points.filter),
         post_filters=list(points.post_filter),

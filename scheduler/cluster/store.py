@@ -51,6 +51,9 @@ CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
 CSI_DRIVERS = Resource("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", False)
 VOLUME_ATTACHMENTS = Resource("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", False)
 POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", True)
+RESOURCE_CLAIMS = Resource("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", True)
+RESOURCE_SLICES = Resource("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", False)
+DEVICE_CLASSES = Resource("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", False)
 
 RESOURCES = {
     r.plural: r
@@ -65,6 +68,9 @@ RESOURCES = {
         CSI_DRIVERS,
         VOLUME_ATTACHMENTS,
         POD_DISRUPTION_BUDGETS,
+        RESOURCE_CLAIMS,
+        RESOURCE_SLICES,
+        DEVICE_CLASSES,
     )
 }
 

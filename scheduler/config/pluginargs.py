@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from scheduler.config.decode import (
     DURATION_OR_SECONDS,
+    GO_DURATION,
     NON_EMPTY,
     Check,
     at_least,
@@ -239,6 +240,20 @@ class DefaultPreemptionArgs:
             )
 
 
+@dataclass(frozen=True)
+class DynamicResourcesArgs:
+    """kube-scheduler's ``DynamicResourcesArgs`` (durations as float seconds; "10s" in YAML)."""
+
+    filter_timeout: float = yaml_field(
+        10.0, codec=GO_DURATION, check=Check('a duration >= 0, like "10s"', lambda v: v >= 0)
+    )
+    """How long Filter may search one node's devices; 0: no limit."""
+    binding_timeout: float = yaml_field(
+        600.0, codec=GO_DURATION, check=Check('a duration > 0, like "10m"', lambda v: v > 0)
+    )
+    """How long PreBind waits for devices' binding conditions (none are used yet)."""
+
+
 # --- Dynamic -----------------------------------------------------------------------------------
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -314,6 +329,7 @@ ARGS_TYPES: dict[str, type] = {
     "NodeAffinity": NodeAffinityArgs,
     "VolumeBinding": VolumeBindingArgs,
     "DefaultPreemption": DefaultPreemptionArgs,
+    "DynamicResources": DynamicResourcesArgs,
     "Dynamic": DynamicArgs,
 }
 """The plugins that take args, and their args type."""

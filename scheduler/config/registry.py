@@ -24,6 +24,7 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "VolumeRestrictions": frozenset({"pre_filter", "filter"}),
     "NodeVolumeLimits": frozenset({"pre_filter", "filter"}),
     "NodeDeclaredFeatures": frozenset({"pre_filter", "filter"}),
+    "DynamicResources": frozenset({"pre_enqueue", "pre_filter", "filter", "score", "reserve", "pre_bind"}),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""
@@ -33,7 +34,6 @@ NOT_IMPLEMENTED: frozenset[str] = frozenset(
         "EBSLimits",
         "GCEPDLimits",
         "AzureDiskLimits",
-        "DynamicResources",
     }
 )
 """kube-scheduler plugins a configuration may name; they are dropped with a warning."""

@@ -24,6 +24,9 @@ POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
 ANNOTATION_PLUGINS = frozenset({"Dynamic"})
 # Plugins whose verdict a PVC, PV, StorageClass, CSINode, CSIDriver or VolumeAttachment change can change.
 STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"})
+# Plugins whose verdict a ResourceClaim, ResourceSlice or DeviceClass change can change.
+DRA_PLUGINS = frozenset({"DynamicResources"})
+DRA_RESOURCES = frozenset({"resourceclaims", "resourceslices", "deviceclasses"})
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -123,3 +126,12 @@ class EventHandlers:
 
     def on_storage_change(self, *objs: dict[str, Any]) -> None:
         self.queue.move_all("StorageChange", STORAGE_PLUGINS)
+
+    def on_dra_change(self, *objs: dict[str, Any]) -> None:
+        """A claim, slice or class changed: devices may have been freed or published."""
+        self.queue.move_all("ResourceClaimChange", DRA_PLUGINS)
+
+    def object_handlers(self, plural: str) -> tuple[Any, Any, Any]:
+        """(add, update, delete) for an informer of ``plural`` (not pods or nodes)."""
+        on_change = self.on_dra_change if plural in DRA_RESOURCES else self.on_storage_change
+        return on_change, lambda old, new: on_change(new), on_change

@@ -205,6 +205,14 @@ class Plugin(Protocol):
 
 
 @runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    """Whether the pod may have a cycle at all: a Status holds it back, with no attempt made
+    and nothing written, until an event its plugin registered for moves it."""
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None: ...
+
+
+@runtime_checkable
 class PreFilterPlugin(Protocol):
     def pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot

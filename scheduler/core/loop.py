@@ -161,6 +161,17 @@ class Scheduler:
             logger.log(V(4), "Waiting for the preemption for this pod to be finished", extra=kv(pod=pi.key))
             self.queue.requeue(qp, frozenset({PREEMPTION_WAIT}), nominate=None, gated=True)
             return
+        held = profile.pre_enqueue(pi)
+        if held is not None:
+            # As kube-scheduler's PreEnqueue: no attempt, no condition, no event; the pod
+            # waits until an event of the plugin that holds it moves it on.
+            logger.log(
+                V(4),
+                "Pod waits before its cycle",
+                extra=kv(pod=pi.key, plugin=held.plugin, reason=held.message()),
+            )
+            self.queue.requeue(qp, frozenset({held.plugin}), nominate=None, gated=True)
+            return
         logger.log(V(3), "Attempting to schedule pod", extra=kv(pod=pi.key))
         start = time.perf_counter()
         state = CycleState()

@@ -44,6 +44,7 @@ from scheduler.core.framework import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
@@ -101,6 +102,7 @@ class Profile:
         plugins: Sequence[Any],
         *,
         filters: Sequence[str],
+        pre_enqueues: Sequence[str] = (),
         pre_filters: Sequence[str] | None = None,
         pre_scores: Sequence[str] | None = None,
         scores: Sequence[tuple[str, int]] = (),
@@ -128,6 +130,7 @@ class Profile:
         self.name = name
         self.plugins = by_name
         self.filters: list[Any] = pick(filters, FilterPlugin)
+        self.pre_enqueues: list[Any] = pick(pre_enqueues, PreEnqueuePlugin)
         self.pre_filters: list[Any] = pick(
             pre_filters if pre_filters is not None else filters, PreFilterPlugin
         )
@@ -160,6 +163,14 @@ class Profile:
         )
 
     # --- the scheduling cycle ---------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """The first PreEnqueue plugin that holds the pod back, its status naming it."""
+        for p in self.pre_enqueues:
+            st = p.pre_enqueue(pod)
+            if st is not None:
+                return st.with_plugin(p.name)
+        return None
 
     def schedule(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> ScheduleResult:
         """Pick a node for ``pod``; raises FitError or SchedulingError."""

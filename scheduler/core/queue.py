@@ -21,8 +21,10 @@ As kube-scheduler's PriorityQueue:
   still being carried out, DefaultPreemption's PreEnqueue) waits in
   ``unschedulable``, counted as ``gated``; that is no attempt: its attempts
   and backoff stay as they were (kube-scheduler never pops a pod its
-  PreEnqueue plugins reject). Cluster changes leave it there: what lifts the
-  gate activates it (``activate``).
+  PreEnqueue plugins reject). Cluster changes leave it there, but for the
+  events of the plugin that holds it (a claim created moves a pod
+  DynamicResources held back); DefaultPreemption's gate is lifted by
+  ``activate``.
 - Pods are keyed by uid. An update to a queued pod replaces it in place; an
   update to an unschedulable pod moves it on, as the change may make it fit.
 
@@ -68,10 +70,14 @@ class QueuedPod:
 
 def scheduling_properties_changed(old: PodInfo, new: PodInfo) -> bool:
     """Whether an update of an unscheduled pod can change a plugin's verdict: its spec or
-    labels changed (not its status, resourceVersion, managed fields or annotations)."""
-    return old.spec != new.spec or (old.pod.get("metadata") or {}).get("labels") != (
-        new.pod.get("metadata") or {}
-    ).get("labels")
+    labels changed (not its status, resourceVersion, managed fields or annotations), or the
+    claims made for it from templates (``UpdatePodGeneratedResourceClaim``)."""
+    return (
+        old.spec != new.spec
+        or (old.pod.get("metadata") or {}).get("labels") != (new.pod.get("metadata") or {}).get("labels")
+        or (old.pod.get("status") or {}).get("resourceClaimStatuses")
+        != (new.pod.get("status") or {}).get("resourceClaimStatuses")
+    )
 
 
 class SchedulingQueue:
@@ -164,8 +170,10 @@ class SchedulingQueue:
             moved = 0
             for uid in list(self._unsched_since):
                 qp = self._pods[uid]
-                if uid in self._gated or (plugins is not None and not (qp.unschedulable_plugins & plugins)):
+                if plugins is not None and not (qp.unschedulable_plugins & plugins):
                     continue
+                if uid in self._gated and plugins is None:
+                    continue  # held back before its cycle: only its plugin's events move it
                 del self._unsched_since[uid]
                 if qp.backoff_expiry > now:
                     self._push_backoff(qp)
@@ -351,9 +359,13 @@ class SchedulingQueue:
             return self._counts_locked()
 
     def where(self, uid: str) -> str | None:
+        """``active``, ``backoff``, ``unschedulable``, ``gated`` (held back before its cycle),
+        ``in-flight``, or None."""
         with self._cond:
             if uid in self._in_flight:
                 return "in-flight"
+            if uid in self._gated:
+                return "gated"
             return self._where.get(uid)
 
     def __len__(self) -> int:

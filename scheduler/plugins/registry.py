@@ -105,6 +105,7 @@ PLUGIN_PATHS: dict[str, str] = {
     "VolumeRestrictions": "scheduler.plugins.volumerestrictions:VolumeRestrictions",
     "NodeVolumeLimits": "scheduler.plugins.nodevolumelimits:NodeVolumeLimits",
     "NodeDeclaredFeatures": "scheduler.plugins.nodedeclaredfeatures:NodeDeclaredFeatures",
+    "DynamicResources": "scheduler.plugins.dynamicresources.plugin:DynamicResources",
     "DefaultBinder": "scheduler.plugins.registry:DefaultBinder",
     "Dynamic": "scheduler.plugins.dynamic.plugin:Dynamic",
 }

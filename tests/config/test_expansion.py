@@ -16,7 +16,7 @@ from tests.config.util import DYNAMIC_CONFIG, error, load
 # "Scheduling plugins" in kubernetes.io/docs/reference/scheduling/config lists them), with the
 # score weights; tests/config/test_kube_defaults.py compares the list with the binary's own.
 KUBE_DEFAULTS = {
-    "pre_enqueue": ["SchedulingGates"],
+    "pre_enqueue": ["SchedulingGates", "DynamicResources"],
     "queue_sort": ["PrioritySort"],
     "pre_filter": [
         "NodeAffinity",
@@ -28,6 +28,7 @@ KUBE_DEFAULTS = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeDeclaredFeatures",
     ],
     "filter": [
@@ -43,6 +44,7 @@ KUBE_DEFAULTS = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeDeclaredFeatures",
     ],
     "post_filter": ["DefaultPreemption"],
@@ -60,12 +62,13 @@ KUBE_DEFAULTS = {
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
     ],
-    "reserve": ["VolumeBinding"],
+    "reserve": ["VolumeBinding", "DynamicResources"],
     "permit": [],
-    "pre_bind": ["VolumeBinding"],
+    "pre_bind": ["VolumeBinding", "DynamicResources"],
     "bind": ["DefaultBinder"],
     "post_bind": [],
 }
@@ -75,6 +78,7 @@ KUBE_WEIGHTS = {
     "NodeResourcesFit": 1,
     "PodTopologySpread": 2,
     "InterPodAffinity": 2,
+    "DynamicResources": 2,
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
 }
@@ -158,7 +162,7 @@ def test_the_seed_shape_appends_dynamic_at_score_and_post_bind() -> None:
     assert p.plugins.score == (*only_implemented(KUBE_DEFAULTS["score"]), "Dynamic")
     assert p.scores()[-1] == ("Dynamic", 3)
     assert p.plugins.post_bind == ("Dynamic",)
-    assert p.plugins.reserve == ("VolumeBinding",)
+    assert p.plugins.reserve == ("VolumeBinding", "DynamicResources")
 
 
 def test_dynamic_in_multi_point_runs_at_all_its_points() -> None:
@@ -211,8 +215,6 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
                 disabled: [{name: AzureDiskLimits}]
               filter:
                 disabled: [{name: GCEPDLimits}, {name: EBSLimits}]
-              multiPoint:
-                enabled: [{name: DynamicResources}]
         """).profiles
     names = p.plugins.names()
     assert not set(names) & NOT_IMPLEMENTED
@@ -221,7 +223,7 @@ def test_not_implemented_plugins_load_disabled_with_one_warning_each(
         for r in caplog.records
         if "not implemented" in r.getMessage()  # type: ignore[attr-defined]
     ]  # type: ignore[attr-defined]
-    assert sorted(warned) == ["AzureDiskLimits", "DynamicResources", "EBSLimits", "GCEPDLimits"]
+    assert sorted(warned) == ["AzureDiskLimits", "EBSLimits", "GCEPDLimits"]
 
 
 def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture) -> None:
@@ -238,7 +240,7 @@ def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture
         (
             "{score: {enabled: [{name: Dynamc}]}}",
             "profiles[0].plugins.score.enabled[0].name",
-            'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, ImageLocality',
+            'unknown plugin "Dynamc"; known plugins: DefaultBinder, DefaultPreemption, Dynamic, DynamicResources,',
         ),
         (
             "{filter: {disabled: [{name: SelectorSpread}]}}",

@@ -81,6 +81,7 @@ def test_each_api_version_keeps_its_default_plugins() -> None:
         "NodeResourcesFit": 1,
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
+        "DynamicResources": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
         "Dynamic": 3,
@@ -366,11 +367,11 @@ def test_dynamic_without_args_gets_cranes_defaults() -> None:
 def test_plugin_config_of_a_not_implemented_plugin_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="scheduler.config")
     c = load(
-        "profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]},"
-        " {schedulerName: b, pluginConfig: [{name: DynamicResources}]}]\n"
+        "profiles: [{schedulerName: a, pluginConfig: [{name: EBSLimits, args: {}}]},"
+        " {schedulerName: b, pluginConfig: [{name: EBSLimits}]}]\n"
     )
-    assert "DynamicResources" not in c.profiles[0].args
-    warned = [r for r in caplog.records if getattr(r, "kv", {}).get("plugin") == "DynamicResources"]
+    assert "EBSLimits" not in c.profiles[0].args
+    warned = [r for r in caplog.records if getattr(r, "kv", {}).get("plugin") == "EBSLimits"]
     assert len(warned) == 1
 
 

@@ -10,6 +10,7 @@ from scheduler.config import ConfigError
 from scheduler.config.pluginargs import (
     DefaultPreemptionArgs,
     DynamicArgs,
+    DynamicResourcesArgs,
     InterPodAffinityArgs,
     NodeAffinityArgs,
     NodeResourcesBalancedAllocationArgs,
@@ -49,6 +50,7 @@ def test_defaults_of_the_default_profile() -> None:
     assert p.args_for("NodeAffinity") == NodeAffinityArgs(None)
     assert p.args_for("VolumeBinding") == VolumeBindingArgs(600)
     assert p.args_for("DefaultPreemption") == DefaultPreemptionArgs(10, 100)
+    assert p.args_for("DynamicResources") == DynamicResourcesArgs(10.0, 600.0)
     assert p.args_for("NodeName") is None
     assert set(p.args) == {
         "NodeResourcesFit",
@@ -58,6 +60,7 @@ def test_defaults_of_the_default_profile() -> None:
         "NodeAffinity",
         "VolumeBinding",
         "DefaultPreemption",
+        "DynamicResources",
     }
 
 

@@ -281,11 +281,27 @@ def test_a_gated_pod_keeps_its_attempts_and_backoff_and_waits_to_be_activated(
     q.requeue(qp, frozenset({"DefaultPreemption"}), nominate=None, gated=True)
     assert qp.attempts == 1
     assert (qp.backoff_expiry, qp.timestamp) == (expiry, queued_at)
-    assert q.where(qp.pod.uid) == UNSCHEDULABLE
+    assert q.where(qp.pod.uid) == "gated"
     assert q.counts()["gated"] == 1 and q.counts()[UNSCHEDULABLE] == 0
     assert q.nominator.node_of(qp.pod.uid) == "n1"
     q.move_all("AssignedPodDelete")  # a cluster change does not lift the gate
+    q.move_all("StorageChange", frozenset({"VolumeBinding"}))  # nor another plugin's event
     assert q.pop(timeout=0) is None
     q.activate(qp.pod.uid, "DefaultPreemption")
     assert q.counts()["gated"] == 0
     assert q.pop(0) is qp and qp.attempts == 2
+
+
+def test_a_pod_a_plugin_held_back_moves_on_that_plugins_events_only(q: SchedulingQueue, clock: Clock) -> None:
+    """DynamicResources' PreEnqueue: a pod whose claim does not exist yet waits, with no
+    attempt, until a claim event moves it; other cluster changes leave it there."""
+    q.add(pinfo("p"))
+    qp = q.pop(0)
+    q.requeue(qp, frozenset({"DynamicResources"}), gated=True)
+    assert q.where(qp.pod.uid) == "gated" and qp.attempts == 0
+    q.move_all("NodeAdd")
+    q.move_all("StorageChange", frozenset({"VolumeBinding"}))
+    assert q.pop(timeout=0) is None
+    q.move_all("ResourceClaimChange", frozenset({"DynamicResources"}))
+    assert q.counts()["gated"] == 0
+    assert q.pop(0) is qp

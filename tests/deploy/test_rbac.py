@@ -34,6 +34,7 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.waiting import poll
+from scheduler.plugins.dynamicresources.writes import bind_claim
 from scheduler.serving.authentication import Credentials
 from scheduler.serving.authorization import Decision
 from scheduler.serving.delegation import Delegation
@@ -60,6 +61,10 @@ CLUSTER_WIDE: set[Rule] = {
         for r in ("csidrivers", "csinodes", "storageclasses", "volumeattachments")
     },
     *{(v, "policy", "poddisruptionbudgets", "") for v in ("list", "watch")},
+    *{(v, "resource.k8s.io", r, "") for v in ("list", "watch") for r in ("deviceclasses", "resourceslices")},
+    *{(v, "resource.k8s.io", "resourceclaims", "") for v in ("get", "list", "watch", "update")},
+    ("update", "resource.k8s.io", "resourceclaims/status", ""),
+    ("update", "resource.k8s.io", "resourceclaims/binding", ""),
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
     ("patch", "", "persistentvolumeclaims", ""),
@@ -192,6 +197,21 @@ def test_the_service_account_runs_the_schedulers_code(
         gone = core.read_namespaced_pod("c", ns)
         assert gone.metadata.deletion_timestamp is not None  # no kubelet: it stays terminating
         assert [c.type for c in gone.status.conditions or [] if c.type == "DisruptionTarget"]
+        # DynamicResources' PreBind: the finalizer, then the allocation and the reservation
+        claim = api_request(
+            admin,
+            "POST",
+            f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
+            body={
+                "metadata": {"name": "claim"},
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "any"}}]}},
+            },
+        )
+        result = {"request": "r", "driver": "d.example.com", "pool": node, "device": "dev-0"}
+        bind_claim(sa, claim, preemptor, {"devices": {"results": [result]}}, threading.Event())
+        written = api_request(admin, "GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/claim")
+        assert written["status"]["allocation"]["devices"]["results"] == [result]
+        assert [r["uid"] for r in written["status"]["reservedFor"]] == [preemptor.uid]
     finally:
         core.delete_node(node)
     # the secure port: the client CA read from the cluster, a token reviewed, a request authorized

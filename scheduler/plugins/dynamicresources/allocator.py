@@ -1,0 +1,451 @@
+"""Allocating devices to a pod's ResourceClaims on one node: pure logic, no API.
+
+As the stable allocator of ``k8s.io/dynamic-resource-allocation/structured``
+(``Allocator.Allocate``, ``allocateOne``): depth first over the claims, their
+requests and the devices each request needs, undoing a choice when a later
+request cannot be met, and the first complete solution wins.
+
+* The devices are those of the ResourceSlices available on the node
+  (``nodeName`` the node, a ``nodeSelector`` it matches, ``allNodes``, or
+  ``perDeviceNodeSelection`` with the device's own field), pool by pool in
+  the order of driver and pool name; of a pool only the slices of its newest
+  generation count, and a pool whose slices are not all published yet
+  (fewer than ``resourceSliceCount``) is not used (``GatherPools``).
+* A device is free unless an allocated claim, or an allocation made in this
+  scheduler and not yet written (``in_use``), holds it; a request with
+  ``adminAccess`` may use devices in use and does not take them.
+* A request is ``exactly`` one sub-request or a ``firstAvailable`` list of
+  them, tried in order. ``allocationMode: ExactCount`` takes ``count``
+  devices (1 when unset); ``All`` takes every matching device, and fails
+  when there is none or when a pool they may be in is incomplete.
+* A device matches when its DeviceClass's selectors and the request's all
+  evaluate to true; a selector that fails is the allocation's error, never a
+  skipped device (``SelectorError``).
+* A device with a taint of effect NoSchedule or NoExecute is only for
+  requests that tolerate it.
+* ``matchAttribute`` constraints: every device of the named requests (all of
+  the claim's when none are named) has the attribute, with one value;
+  ``distinctAttribute``: every such device has it, with values all different.
+
+Not yet: partitionable devices (shared counters), consumable capacity, and
+binding conditions; a device that uses any of them is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.plugins.dynamicresources.cel import Compiler, SelectorError, attribute_value, device_view
+from scheduler.plugins.nodeselector import compile_node_selector_terms
+from scheduler.plugins.taints import tolerations_tolerate_taint
+
+Obj = Mapping[str, Any]
+DeviceID = tuple[str, str, str]
+"""(driver, pool, device): what an allocation result names."""
+
+MAX_FIRST_AVAILABLE_SCORE = 8
+"""A request satisfied by its i-th alternative scores MAX - i (``dynamicresources`` Score)."""
+
+
+class AllocationError(Exception):
+    """The claims cannot be allocated for a reason other than missing devices (a bad selector,
+    a missing DeviceClass): the pod's status says it, on every node."""
+
+
+@dataclass(slots=True)
+class Device:
+    id: DeviceID
+    spec: Obj
+    view: dict[str, Any]
+    """What the selectors see (:func:`~scheduler.plugins.dynamicresources.cel.device_view`)."""
+    node_local: bool
+    """From a slice of one node (``nodeName``), so the allocation is for that node only."""
+    node_selector: Obj | None
+    """The slice's (or device's) node selector, None when it is for all nodes or node-local."""
+
+
+@dataclass(slots=True)
+class Pool:
+    driver: str
+    name: str
+    devices: list[Device]
+    incomplete: bool
+
+
+@dataclass(slots=True)
+class Result:
+    """One allocated device of a claim."""
+
+    request: str
+    """The request's name, ``request/subrequest`` for a firstAvailable alternative."""
+    device: Device
+    admin_access: bool
+    tolerations: list[Obj]
+
+
+@dataclass(slots=True)
+class Allocation:
+    """A claim's allocation on the node."""
+
+    results: list[Result] = field(default_factory=list)
+    score: int = 0
+    """The firstAvailable score: for each request met by alternative i, MAX - i."""
+
+    def status(self, claim: Obj, classes: Mapping[str, Obj], node_name: str) -> dict[str, Any]:
+        """``status.allocation`` to write (``AllocationResult``)."""
+        results = []
+        for r in self.results:
+            entry: dict[str, Any] = {
+                "request": r.request,
+                "driver": r.device.id[0],
+                "pool": r.device.id[1],
+                "device": r.device.id[2],
+            }
+            if r.admin_access:
+                entry["adminAccess"] = True
+            if r.tolerations:
+                entry["tolerations"] = [dict(t) for t in r.tolerations]
+            results.append(entry)
+        config = _configs(claim, classes, {r.request for r in self.results})
+        out: dict[str, Any] = {"devices": {"results": results}}
+        if config:
+            out["devices"]["config"] = config
+        selector = self.node_selector(node_name)
+        if selector is not None:
+            out["nodeSelector"] = selector
+        return out
+
+    def node_selector(self, node_name: str) -> dict[str, Any] | None:
+        """Where the allocation can be used (``createNodeSelector``): the node itself when a
+        device is node-local, the slices' selectors when they have some, else everywhere."""
+        if any(r.device.node_local for r in self.results):
+            term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+            return {"nodeSelectorTerms": [term]}
+        selectors = [r.device.node_selector for r in self.results if r.device.node_selector]
+        if not selectors:
+            return None
+        # Every selector must hold: the requirements of their one term each, in one term.
+        merged: dict[str, list[Any]] = {}
+        for sel in selectors:
+            terms = sel.get("nodeSelectorTerms") or ()
+            if len(terms) != 1:
+                raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
+            for k in ("matchExpressions", "matchFields"):
+                for req in terms[0].get(k) or ():
+                    if req not in merged.setdefault(k, []):
+                        merged[k].append(req)
+        return {"nodeSelectorTerms": [merged]}
+
+
+def _configs(claim: Obj, classes: Mapping[str, Obj], used: set[str]) -> list[dict[str, Any]]:
+    """The class's configuration, then the claim's, for the requests allocated (``allocateOne``)."""
+    by_class: dict[str, list[str]] = {}
+    for req in claim_requests(claim):
+        for alt_name, alt in _alternatives(req):
+            if alt_name in used:
+                by_class.setdefault(alt.get("deviceClassName") or "", []).append(alt_name)
+    out: list[dict[str, Any]] = []
+    for class_name, names in by_class.items():
+        for cfg in ((classes.get(class_name) or {}).get("spec") or {}).get("config") or ():
+            out.append({"source": "FromClass", "requests": names, **_opaque(cfg)})
+    top = {r.partition("/")[0] for r in used}
+    for cfg in ((claim.get("spec") or {}).get("devices") or {}).get("config") or ():
+        names = cfg.get("requests") or []
+        if not names or any(n in used or n in top for n in names):
+            out.append({"source": "FromClaim", "requests": list(names), **_opaque(cfg)})
+    everything = {r.get("name", "") for r in claim_requests(claim)}
+    for entry in out:
+        if everything <= {n.partition("/")[0] for n in entry["requests"]}:
+            del entry["requests"]  # a config for every request names none
+    return out
+
+
+def _opaque(cfg: Obj) -> dict[str, Any]:
+    return {"opaque": cfg["opaque"]} if "opaque" in cfg else {}
+
+
+def claim_requests(claim: Obj) -> list[Obj]:
+    return list(((claim.get("spec") or {}).get("devices") or {}).get("requests") or ())
+
+
+def _alternatives(request: Obj) -> list[tuple[str, Obj]]:
+    """(name in results, sub-request) to try in order: the one of ``exactly``, or the
+    ``firstAvailable`` list."""
+    name = request.get("name", "")
+    if request.get("firstAvailable"):
+        return [(f"{name}/{sub.get('name', '')}", sub) for sub in request["firstAvailable"]]
+    return [(name, request.get("exactly") or {})]
+
+
+# ---------------------------------------------------------------------------
+# Pools on a node
+
+
+def pools_for_node(
+    slices: Iterable[Obj], node_name: str, node_labels: Mapping[str, str], drivers: set[str] | None = None
+) -> list[Pool]:
+    """The pools whose devices the node can use (``GatherPools``), sorted by driver and name."""
+    latest: dict[tuple[str, str], tuple[int, int, list[Obj]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver = spec.get("driver", "")
+        if drivers is not None and driver not in drivers:
+            continue
+        pool = spec.get("pool") or {}
+        key = (driver, pool.get("name", ""))
+        gen = int(pool.get("generation") or 0)
+        have = latest.get(key)
+        if have is None or gen > have[0]:
+            latest[key] = (gen, int(pool.get("resourceSliceCount") or 1), [s])
+        elif gen == have[0]:
+            have[2].append(s)
+    pools = []
+    for (driver, name), (_, count, pool_slices) in sorted(latest.items()):
+        devices: list[Device] = []
+        for s in sorted(pool_slices, key=lambda o: o["metadata"].get("name", "")):
+            devices.extend(_slice_devices(s, driver, name, node_name, node_labels))
+        if devices or len(pool_slices) < count:
+            pools.append(Pool(driver, name, devices, incomplete=len(pool_slices) < count))
+    return pools
+
+
+def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mapping[str, str]) -> list[Device]:
+    spec = s.get("spec") or {}
+    where = _availability(spec, node_name, labels)
+    if where is None and not spec.get("perDeviceNodeSelection"):
+        return []
+    out = []
+    for d in spec.get("devices") or ():
+        if d.get("consumesCounters") or d.get("bindingConditions"):
+            continue  # partitionable devices and binding conditions: not yet
+        here = where if not spec.get("perDeviceNodeSelection") else _availability(d, node_name, labels)
+        if here is None:
+            continue
+        node_local, selector = here
+        out.append(Device((driver, pool, d.get("name", "")), d, device_view(driver, d), node_local, selector))
+    return out
+
+
+def _availability(obj: Obj, node_name: str, labels: Mapping[str, str]) -> tuple[bool, Obj | None] | None:
+    """(node-local, node selector) when the slice (or device) is available on the node, else None."""
+    if obj.get("nodeName"):
+        return (True, None) if obj["nodeName"] == node_name else None
+    if obj.get("allNodes"):
+        return (False, None)
+    selector = obj.get("nodeSelector")
+    if selector and compile_node_selector_terms(selector.get("nodeSelectorTerms")).matches(labels, node_name):
+        return (False, selector)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Allocating
+
+
+class Allocator:
+    """Allocates the claims on one node; ``allocate`` returns None when they cannot all be met."""
+
+    def __init__(
+        self,
+        compiler: Compiler,
+        classes: Mapping[str, Obj],
+        pools: Sequence[Pool],
+        in_use: set[DeviceID],
+    ) -> None:
+        self._compiler = compiler
+        self._classes = classes
+        self._pools = pools
+        self._in_use = in_use
+        self._match_memo: dict[tuple[int, DeviceID], bool] = {}
+
+    def allocate(self, claims: Sequence[Obj]) -> list[Allocation] | None:
+        """One Allocation per claim, in order, or None. Raises AllocationError for a claim that
+        can never be met as written (unknown DeviceClass, a selector that fails)."""
+        plan = []
+        for ci, claim in enumerate(claims):
+            for req in claim_requests(claim):
+                plan.append((ci, req))
+        allocations = [Allocation() for _ in claims]
+        taken: set[DeviceID] = set()
+        if self._request(plan, 0, claims, allocations, taken):
+            return allocations
+        return None
+
+    def _request(
+        self,
+        plan: list[tuple[int, Obj]],
+        i: int,
+        claims: Sequence[Obj],
+        allocs: list[Allocation],
+        taken: set[DeviceID],
+    ) -> bool:
+        if i == len(plan):
+            return True
+        ci, req = plan[i]
+        alloc = allocs[ci]
+        alternatives = _alternatives(req)
+        for index, (name, sub) in enumerate(alternatives):
+            mode = sub.get("allocationMode") or "ExactCount"
+            admin = bool(sub.get("adminAccess"))
+            tolerations = list(sub.get("tolerations") or ())
+            choices: Iterable[list[Device]]
+            if mode == "All":
+                for p in self._pools:
+                    if p.incomplete:
+                        raise AllocationError(
+                            f"claim {_key(claims[ci])}, request {name}: asks for all devices, but resource"
+                            f" pool {p.driver}/{p.name} is currently being updated"
+                        )
+                # Every matching device, in use or not: All cannot be met while one is taken.
+                every = self._candidates(claims[ci], name, sub, include_in_use=True)
+                if not every or any(not admin and (d.id in taken or d.id in self._in_use) for d in every):
+                    continue
+                choices = [every]
+            else:
+                candidates = self._candidates(claims[ci], name, sub)
+                choices = self._combinations(candidates, int(sub.get("count") or 1), taken, admin)
+            mark = len(alloc.results)
+            for chosen in choices:
+                alloc.results.extend(Result(name, d, admin, tolerations) for d in chosen)
+                if not self._constraints_hold(claims[ci], alloc):
+                    del alloc.results[mark:]
+                    continue
+                new = {d.id for d in chosen} if not admin else set()
+                taken |= new
+                bonus = MAX_FIRST_AVAILABLE_SCORE - index if req.get("firstAvailable") else 0
+                alloc.score += bonus
+                if self._request(plan, i + 1, claims, allocs, taken):
+                    return True
+                alloc.score -= bonus
+                taken -= new
+                del alloc.results[mark:]
+        return False
+
+    def _combinations(
+        self, candidates: list[Device], count: int, taken: set[DeviceID], admin: bool
+    ) -> Iterable[list[Device]]:
+        """Sets of ``count`` free devices, in the order the devices come (depth first)."""
+        free = [d for d in candidates if admin or d.id not in taken]
+
+        def pick(start: int, chosen: list[Device]) -> Iterable[list[Device]]:
+            if len(chosen) == count:
+                yield list(chosen)
+                return
+            for j in range(start, len(free) - (count - len(chosen)) + 1):
+                chosen.append(free[j])
+                yield from pick(j + 1, chosen)
+                chosen.pop()
+
+        return pick(0, [])
+
+    def _candidates(self, claim: Obj, request: str, sub: Obj, include_in_use: bool = False) -> list[Device]:
+        """The devices the sub-request may have: free (or any, with adminAccess), untainted
+        or tolerated, and selected by its class and its own selectors."""
+        class_name = sub.get("deviceClassName") or ""
+        cls = self._classes.get(class_name)
+        if cls is None:
+            raise AllocationError(f"request {request}: device class {class_name} does not exist")
+        selectors = [
+            *self._selectors(f"class {class_name}", (cls.get("spec") or {}).get("selectors")),
+            *self._selectors(f"claim {_key(claim)}", sub.get("selectors")),
+        ]
+        admin = bool(sub.get("adminAccess"))
+        tolerations = sub.get("tolerations") or ()
+        out = []
+        for pool in self._pools:
+            if pool.incomplete:
+                continue  # ExactCount skips a pool still being published (GatherPools)
+            for d in pool.devices:
+                if not admin and not include_in_use and d.id in self._in_use:
+                    continue
+                if not self._tolerated(d, tolerations):
+                    continue
+                if all(self._matches(sel, d) for sel in selectors):
+                    out.append(d)
+        return out
+
+    def _selectors(self, owner: str, selectors: Iterable[Obj] | None) -> list[tuple[str, Any]]:
+        """(what to call it in errors, compiled selector) of each CEL selector
+        (``claim <ns>/<name>: selector #<i>``, as the allocator's errors)."""
+        out = []
+        for i, sel in enumerate(selectors or ()):
+            expression = (sel.get("cel") or {}).get("expression") or ""
+            where = f"{owner}: selector #{i}"
+            if not expression:
+                raise AllocationError(f"{where}: CEL expression empty (unsupported selector type?)")
+            try:
+                out.append((where, self._compiler.compile(expression)))
+            except SelectorError as e:
+                raise AllocationError(f"{where}: CEL compile error: {e.message}") from None
+        return out
+
+    def _matches(self, selector: tuple[str, Any], device: Device) -> bool:
+        where, compiled = selector
+        key = (id(compiled), device.id)
+        hit = self._match_memo.get(key)
+        if hit is None:
+            try:
+                hit = self._match_memo[key] = compiled.matches(device.view)
+            except SelectorError as e:
+                raise AllocationError(f"{where} on device {'/'.join(device.id)}: {e.message}") from None
+        return hit
+
+    @staticmethod
+    def _tolerated(device: Device, tolerations: Iterable[Obj]) -> bool:
+        for taint in device.spec.get("taints") or ():
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerations_tolerate_taint(
+                tolerations, taint
+            ):
+                return False
+        return True
+
+    @staticmethod
+    def _constraints_hold(claim: Obj, alloc: Allocation) -> bool:
+        for c in ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or ():
+            names = set(c.get("requests") or ())
+            devices = [r.device for r in alloc.results if not names or r.request.partition("/")[0] in names]
+            attr = c.get("matchAttribute") or c.get("distinctAttribute")
+            if not attr or not devices:
+                continue
+            values = [_attribute(d, attr) for d in devices]
+            if any(v is _MISSING for v in values):
+                return False
+            keys = [repr(v) for v in values]
+            if c.get("matchAttribute") and len(set(keys)) > 1:
+                return False
+            if c.get("distinctAttribute") and len(set(keys)) != len(keys):
+                return False
+        return True
+
+
+_MISSING = object()
+
+
+def _attribute(device: Device, qualified: str) -> Any:
+    """The device's attribute by its fully qualified name (``domain/id``), or _MISSING."""
+    domain, _, ident = qualified.rpartition("/")
+    for name, attr in (device.spec.get("attributes") or {}).items():
+        d, _, i = name.rpartition("/")
+        if (d or device.id[0]) == domain and i == ident:
+            return attribute_value(attr)
+    return _MISSING
+
+
+def _key(claim: Obj) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def allocated_devices(claims: Iterable[Obj]) -> set[DeviceID]:
+    """The devices held by allocated claims (admin access holds none)."""
+    out: set[DeviceID] = set()
+    for claim in claims:
+        alloc = (claim.get("status") or {}).get("allocation")
+        if not alloc:
+            continue
+        for r in (alloc.get("devices") or {}).get("results") or ():
+            if not r.get("adminAccess"):
+                out.add((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+    return out

@@ -1,0 +1,299 @@
+"""DynamicResources against the private API server: claims allocated from ResourceSlices, written
+before the bind, and never the same device twice.
+
+No DRA driver or resourceclaim controller runs here: the tests publish ResourceSlices
+themselves, and play the controller where a claim comes from a template (a claim owned by
+the pod, named in the pod's ``status.resourceClaimStatuses``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+
+from scheduler.cluster.client import api_request
+from scheduler.polling import poll
+from tests.apiserver import ControlPlane
+from tests.cluster.util import bound_node, kept_to_nodes_config, make_node, scheduler_running
+
+pytestmark = pytest.mark.apiserver
+
+DRA = "/apis/resource.k8s.io/v1"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+@dataclass
+class World:
+    admin: ApiClient
+    namespace: str
+    scheduler: str
+    driver: str
+    device_class: str
+    node_with_gpus: str
+    other_node: str
+    app: Any
+
+    def claim(self, name: str, count: int = 1, selectors: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+        exactly: dict[str, Any] = {"deviceClassName": self.device_class, "count": count}
+        if selectors:
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        return api_request(
+            self.admin,
+            "POST",
+            f"{DRA}/namespaces/{self.namespace}/resourceclaims",
+            body={
+                "metadata": {"name": name},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+            },
+        )
+
+    def pod(self, name: str, claim: str | None = None, template: str | None = None) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": "gpu"}
+        if claim:
+            entry["resourceClaimName"] = claim
+        else:
+            entry["resourceClaimTemplateName"] = template
+        spec = {
+            "schedulerName": self.scheduler,
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [entry],
+        }
+        return api_request(
+            self.admin,
+            "POST",
+            f"/api/v1/namespaces/{self.namespace}/pods",
+            body={"metadata": {"name": name}, "spec": spec},
+        )
+
+    def read_claim(self, name: str) -> dict[str, Any]:
+        return api_request(self.admin, "GET", f"{DRA}/namespaces/{self.namespace}/resourceclaims/{name}")
+
+    def pod_status(self, name: str) -> dict[str, Any]:
+        return api_request(self.admin, "GET", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
+
+    def unschedulable_message(self, name: str, words: str, timeout: float = 20) -> str:
+        """The pod's PodScheduled=False message, once it says ``words`` (an earlier attempt may
+        have seen the claim before the informer did, and said so)."""
+
+        def message() -> str:
+            for c in self.pod_status(name).get("status", {}).get("conditions") or ():
+                if c["type"] == "PodScheduled" and c["status"] == "False" and words in c.get("message", ""):
+                    return c["message"]
+            return ""
+
+        return poll(message, timeout, f"{name} unschedulable: {words}")
+
+    def held_back(self, pod: dict[str, Any]) -> None:
+        """The pod waits before its cycle (PreEnqueue): no attempt, so no condition written."""
+        uid = pod["metadata"]["uid"]
+        poll(lambda: self.app.queue.where(uid) == "gated", 20, f"{pod['metadata']['name']} held back")
+        assert not self.pod_status(pod["metadata"]["name"]).get("status", {}).get("conditions")
+
+    def delete_claim(self, name: str) -> None:
+        """Delete the claim, and drop its finalizer as the resourceclaim controller would once
+        no pod uses it."""
+        path = f"{DRA}/namespaces/{self.namespace}/resourceclaims/{name}"
+        api_request(self.admin, "DELETE", path)
+        api_request(
+            self.admin,
+            "PATCH",
+            path,
+            body={"metadata": {"finalizers": None}},
+            content_type="application/merge-patch+json",
+        )
+
+
+@pytest.fixture
+def world(apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path) -> Iterator[World]:
+    """Two nodes, one with two devices of a test driver in a ResourceSlice; a DeviceClass of that
+    driver; our scheduler kept to the two nodes."""
+    label = f"d{uuid.uuid4().hex[:6]}"
+    driver = f"{label}.example.com"
+    gpus, other = f"{label}-gpus", f"{label}-none"
+    make_node(admin, gpus, {"dra-test": label})
+    make_node(admin, other, {"dra-test": label})
+    api_request(
+        admin,
+        "POST",
+        f"{DRA}/deviceclasses",
+        body={
+            "metadata": {"name": label},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        },
+    )
+    devices = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": "A100"}, "index": {"int": i}}}
+        for i in range(2)
+    ]
+    api_request(
+        admin,
+        "POST",
+        f"{DRA}/resourceslices",
+        body={
+            "metadata": {"name": f"{gpus}-{driver}"},
+            "spec": {
+                "driver": driver,
+                "nodeName": gpus,
+                "pool": {"name": gpus, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        },
+    )
+    config = kept_to_nodes_config(apiserver, f"dra-{label}", "dra-test", label)
+    try:
+        with scheduler_running(config, tmp_path) as app:
+            yield World(admin, namespace, f"dra-{label}", driver, label, gpus, other, app)
+    finally:
+        api_request(admin, "DELETE", f"{DRA}/resourceslices/{gpus}-{driver}")
+        api_request(admin, "DELETE", f"{DRA}/deviceclasses/{label}")
+        for node in (gpus, other):
+            api_request(admin, "DELETE", f"/api/v1/nodes/{node}")
+
+
+def allocated_devices(claim: dict[str, Any]) -> list[str]:
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    return [r["device"] for r in (alloc.get("devices") or {}).get("results") or ()]
+
+
+def test_a_pod_gets_its_claim_allocated_and_reserved_and_goes_where_the_device_is(world: World) -> None:
+    world.claim("one")
+    pod = world.pod("p", claim="one")
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    claim = world.read_claim("one")
+    assert allocated_devices(claim) == ["gpu-0"]
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    assert (result["driver"], result["pool"], result["request"]) == (
+        world.driver,
+        world.node_with_gpus,
+        "gpu",
+    )
+    terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [world.node_with_gpus]}]}
+    ]
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+
+
+def test_a_device_is_never_given_twice_and_a_freed_one_goes_to_the_next_pod(world: World) -> None:
+    for i in range(3):
+        world.claim(f"c{i}")
+        world.pod(f"p{i}", claim=f"c{i}")
+    bound = {i: bound_node(world.admin, world.namespace, f"p{i}") for i in range(2)}
+    assert set(bound.values()) == {world.node_with_gpus}
+    world.unschedulable_message("p2", "cannot allocate all claims")
+    assert sorted(d for i in range(2) for d in allocated_devices(world.read_claim(f"c{i}"))) == [
+        "gpu-0",
+        "gpu-1",
+    ]
+    assert allocated_devices(world.read_claim("c2")) == []
+    assert not world.pod_status("p2")["spec"].get("nodeName")
+
+    # the first pod goes, and its claim with it: its device is the third pod's
+    freed = allocated_devices(world.read_claim("c0"))
+    api_request(world.admin, "DELETE", f"/api/v1/namespaces/{world.namespace}/pods/p0?gracePeriodSeconds=0")
+    world.delete_claim("c0")
+    assert bound_node(world.admin, world.namespace, "p2") == world.node_with_gpus
+    assert allocated_devices(world.read_claim("c2")) == freed
+
+
+def test_a_claim_that_cannot_be_met_leaves_the_pod_pending_with_kube_schedulers_words(world: World) -> None:
+    world.claim("three", count=3)
+    world.pod("p", claim="three")
+    # both nodes (the shared API server may hold other tests' nodes, which the profile's
+    # added affinity keeps it from)
+    world.unschedulable_message("p", "2 cannot allocate all claims")
+    assert allocated_devices(world.read_claim("three")) == []
+
+
+def test_a_request_selector_picks_the_device(world: World) -> None:
+    world.claim("second", selectors=[f'device.attributes["{world.driver}"].index == 1'])
+    world.pod("p", claim="second")
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    assert allocated_devices(world.read_claim("second")) == ["gpu-1"]
+
+
+def test_a_selector_that_fails_is_the_pods_condition(world: World) -> None:
+    world.claim("bad", selectors=[f'device.attributes["{world.driver}"].memory > 1'])
+    world.pod("p", claim="bad")
+    message = world.unschedulable_message("p", "CEL runtime error")
+    assert f"claim {world.namespace}/bad: selector #0 on device {world.driver}/" in message, message
+
+
+def test_a_pod_is_held_back_until_its_claim_exists(world: World) -> None:
+    world.held_back(world.pod("p", claim="later"))
+    world.claim("later")
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    assert allocated_devices(world.read_claim("later")) == ["gpu-0"]
+
+
+def test_a_claim_from_a_template_is_found_through_the_pods_status(world: World) -> None:
+    # A ResourceClaimTemplate, and the claim the resourceclaim controller would make of it.
+    api_request(
+        world.admin,
+        "POST",
+        f"{DRA}/namespaces/{world.namespace}/resourceclaimtemplates",
+        body={
+            "metadata": {"name": "gpu-template"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": world.device_class}}]
+                    }
+                }
+            },
+        },
+    )
+    pod = world.pod("p", template="gpu-template")
+    world.held_back(pod)
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "p",
+        "uid": pod["metadata"]["uid"],
+        "controller": True,
+    }
+    api_request(
+        world.admin,
+        "POST",
+        f"{DRA}/namespaces/{world.namespace}/resourceclaims",
+        body={
+            "metadata": {"name": "p-gpu-x1", "ownerReferences": [owner]},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": world.device_class}}]}
+            },
+        },
+    )
+    api_request(
+        world.admin,
+        "PATCH",
+        f"/api/v1/namespaces/{world.namespace}/pods/p/status",
+        body={"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]}},
+        content_type="application/merge-patch+json",
+    )
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    assert allocated_devices(world.read_claim("p-gpu-x1")) == ["gpu-0"]
+
+
+def test_pods_sharing_a_claim_share_its_device_and_both_are_reserved(world: World) -> None:
+    world.claim("shared")
+    pods = [world.pod(f"p{i}", claim="shared") for i in range(2)]
+    assert {bound_node(world.admin, world.namespace, f"p{i}") for i in range(2)} == {world.node_with_gpus}
+    claim = world.read_claim("shared")
+    assert allocated_devices(claim) == ["gpu-0"]
+    assert sorted(r["uid"] for r in claim["status"]["reservedFor"]) == sorted(
+        p["metadata"]["uid"] for p in pods
+    )
