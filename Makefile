@@ -156,6 +156,10 @@ e2e-faults: docker venv ## Only the fault suites (kube-apiserver restart, leader
 conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, then with kube-scheduler: conformance/results/latest.md (KEEP_CLUSTER=1 keeps the cluster)
 	@bash hack/conformance/run.sh
 
+.PHONY: conformance-dra
+conformance-dra: docker venv ## Upstream's [sig-node] [DRA] control-plane e2e specs with ours, then with kube-scheduler: conformance/results/dra/latest.md
+	@CONFORMANCE_SUITE=dra bash hack/conformance/run.sh
+
 ##@ Benchmark
 
 .PHONY: bench

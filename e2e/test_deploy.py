@@ -56,10 +56,14 @@ CLUSTER_WIDE = {
     *(("poddisruptionbudgets.policy", "", v) for v in ("list", "watch")),
     *(
         (r, "", v)
-        for r in ("deviceclasses.resource.k8s.io", "resourceslices.resource.k8s.io")
+        for r in (
+            "deviceclasses.resource.k8s.io",
+            "devicetaintrules.resource.k8s.io",
+            "resourceslices.resource.k8s.io",
+        )
         for v in ("list", "watch")
     ),
-    *(("resourceclaims.resource.k8s.io", "", v) for v in ("get", "list", "watch", "update")),
+    *(("resourceclaims.resource.k8s.io", "", v) for v in ("get", "list", "watch", "patch")),
     ("resourceclaims.resource.k8s.io/status", "", "update"),
     ("resourceclaims.resource.k8s.io/binding", "", "update"),
     ("pods/binding", "", "create"),

@@ -37,7 +37,7 @@ PLUGIN_RESOURCES = {
     ),
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
-    "DynamicResources": ("resourceclaims", "resourceslices", "deviceclasses"),
+    "DynamicResources": ("resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules"),
 }
 # Plugins that take part only through the queue or the binder (built-in here).
 NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})

@@ -11,6 +11,15 @@
 #     run. Every agnhost tag the binary lists gets this one image.
 #   - busybox: Debian's busybox-static with its applets linked in /bin
 #     (e2epod's default image).
+#   - hostpathplugin (CONFORMANCE_SUITE=dra): the DRA test driver's proxy pod.
+#     The driver itself runs inside e2e.test, which execs
+#     `/hostpathplugin --endpoint=<socket> --proxy-endpoint=tcp://:<port>` in
+#     the pod and connects to that port through a port-forward for every
+#     connection the kubelet makes to the socket
+#     (test/e2e/storage/drivers/proxy/portproxy.go). Upstream's image is
+#     csi-driver-host-path in proxy mode; socat does the same job (the proxy's
+#     own comment names it), so the stand-in is a Debian minbase (a shell, the
+#     file tools the tests exec) with socat and a /hostpathplugin script.
 # pause is not built here: the node image holds it (hack/images/node-image.sh).
 source "$(dirname "$0")/../lib/common.sh"
 source "$REPO_ROOT/hack/lib/images.sh"
@@ -69,7 +78,46 @@ DOCKERFILE
   build_image "$agnhost_img" "$ctx"
 fi
 
+hostpath_names=()
+if [[ $CONFORMANCE_SUITE == dra ]]; then
+  mapfile -t hostpath_names < <(printf '%s\n' "${listed[@]}" | grep -E '/sig-storage/hostpathplugin:') \
+    || die "e2e.test --list-images names no hostpathplugin image"
+  hostpath_base=$(debian_image hostpathplugin "socat")
+  hostpath_img=$OFFLINE_REGISTRY/e2e-hostpathplugin:$key
+  if ! image_exists "$hostpath_img"; then
+    ctx=$work/hostpath-ctx
+    mkdir -p "$ctx"
+    cat >"$ctx/hostpathplugin" <<'SCRIPT'
+#!/bin/sh
+# csi-driver-host-path's proxy mode, as the DRA e2e tests use it: every connection to
+# the socket of --endpoint is relayed to one connection accepted on --proxy-endpoint's port.
+endpoint= port=
+for arg in "$@"; do
+  case $arg in
+    --endpoint=*) endpoint=${arg#--endpoint=} ;;
+    --proxy-endpoint=*) port=${arg##*:} ;;
+  esac
+done
+endpoint=${endpoint#unix://}
+[ -n "$endpoint" ] && [ -n "$port" ] || { echo "usage: hostpathplugin --endpoint=SOCKET --proxy-endpoint=tcp://:PORT" >&2; exit 2; }
+mkdir -p "$(dirname "$endpoint")"
+rm -f "$endpoint"
+exec socat "UNIX-LISTEN:$endpoint,fork" "TCP-LISTEN:$port,reuseport"
+SCRIPT
+    chmod +x "$ctx/hostpathplugin"
+    cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM $hostpath_base
+COPY hostpathplugin /hostpathplugin
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+ENTRYPOINT ["/hostpathplugin"]
+DOCKERFILE
+    build_image "$hostpath_img" "$ctx"
+  fi
+  for name in "${hostpath_names[@]}"; do docker tag "$hostpath_img" "$name"; done
+fi
+
 for name in "${agnhost_names[@]}"; do docker tag "$agnhost_img" "$name"; done
 for name in "${busybox_names[@]}"; do docker tag "$busybox_img" "$name"; done
-log "e2e images built: ${agnhost_names[*]} ${busybox_names[*]}"
+log "e2e images built: ${agnhost_names[*]} ${busybox_names[*]} ${hostpath_names[*]}"
 printf '%s\n' "${agnhost_names[@]}" "${busybox_names[@]}"
+if (( ${#hostpath_names[@]} )); then printf '%s\n' "${hostpath_names[@]}"; fi

@@ -14,22 +14,47 @@ E2E_DIR=$CACHE_ROOT/tools/${KUBE_VERSION}-e2e-$(e2e_key)
 E2E_BIN=$E2E_DIR/bin
 
 # The specs a run selects, as ginkgo regular expressions over a spec's full
-# text (several --ginkgo.focus are ORed, then --ginkgo.skip removes). Every
-# spec of SchedulerPredicates and SchedulerPreemption, and every conformance
-# spec of sig-scheduling (LimitRange's too); not those that need a feature gate
-# that is off by default, which the stock cluster does not enable (the
-# framework tags them [Feature:OffByDefault]). CONFORMANCE_FOCUS (one regular
-# expression) replaces the focus, for a quick look at a few specs.
+# text (several --ginkgo.focus are ORed, then --ginkgo.skip removes); never
+# those that need a feature gate that is off by default, which the stock
+# cluster does not enable (the framework tags them [Feature:OffByDefault]).
+# CONFORMANCE_SUITE picks the selection:
+#   scheduling (make conformance): every spec of SchedulerPredicates and
+#     SchedulerPreemption, and every conformance spec of sig-scheduling
+#     (LimitRange's too);
+#   dra (make conformance-dra): dynamic resource allocation's specs that check
+#     the control plane (the scheduler, the resourceclaim controller, the API),
+#     with the test driver's ResourceSlices and no kubelet plugin calls. Its
+#     kubelet specs also need CDI in containerd and are not selected yet.
+# CONFORMANCE_FOCUS (one regular expression) replaces the focus, for a quick
+# look at a few specs.
+CONFORMANCE_SUITE=${CONFORMANCE_SUITE:-scheduling}
+case $CONFORMANCE_SUITE in
+  scheduling)
+    E2E_FOCUS=(
+      '\[sig-scheduling\] SchedulerPredicates '
+      '\[sig-scheduling\] SchedulerPreemption '
+      '\[sig-scheduling\] .*\[Conformance\]'
+    )
+    SUITE_TITLE='[sig-scheduling]'
+    SUITE_TARGET=conformance
+    SUITE_RESULTS=$REPO_ROOT/conformance/results
+    ;;
+  dra)
+    E2E_FOCUS=(
+      '\[sig-node\] \[DRA\] control plane '
+      '\[sig-node\] \[DRA\] CRUD Tests '
+      '\[sig-node\] \[DRA\] ResourceSlice Controller '
+    )
+    SUITE_TITLE='[sig-node] [DRA]'
+    SUITE_TARGET=conformance-dra
+    SUITE_RESULTS=$REPO_ROOT/conformance/results/dra
+    ;;
+  *) die "CONFORMANCE_SUITE=$CONFORMANCE_SUITE: expected scheduling or dra" ;;
+esac
 if [[ -n ${CONFORMANCE_FOCUS:-} ]]; then
   E2E_FOCUS=("$CONFORMANCE_FOCUS")
-else
-  E2E_FOCUS=(
-    '\[sig-scheduling\] SchedulerPredicates '
-    '\[sig-scheduling\] SchedulerPreemption '
-    '\[sig-scheduling\] .*\[Conformance\]'
-  )
 fi
-E2E_SKIP='\[Feature:OffByDefault\]'
+E2E_SKIP='\[Feature:OffByDefault\]|\[Alpha\]'
 # ginkgo's shuffle seed: every run takes the specs in the same order.
 E2E_SEED=${CONFORMANCE_SEED:-1}
 

@@ -148,7 +148,7 @@ def cell(result: dict) -> str:
 
 
 def short(name: str) -> str:
-    return name.removeprefix("[sig-scheduling] ")
+    return name.removeprefix("[sig-scheduling] ").removeprefix("[sig-node] [DRA] ")
 
 
 def markdown(report: dict) -> str:
@@ -157,10 +157,10 @@ def markdown(report: dict) -> str:
     offline = " with OFFLINE=1" if ctx.get("offline") == "1" else ""
     commit = f", ours built from {ctx['commit']}" if ctx.get("commit") else ""
     lines = [
-        "# Upstream `[sig-scheduling]` e2e specs: kube-scheduler and ours",
+        f"# Upstream `{ctx.get('title', '[sig-scheduling]')}` e2e specs: kube-scheduler and ours",
         "",
         f"`e2e.test` {ctx.get('kubernetes')} on the kind cluster `{ctx.get('cluster')}` "
-        f"(node image `{ctx.get('node_image')}`), {ctx.get('date')}, by `make conformance`"
+        f"(node image `{ctx.get('node_image')}`), {ctx.get('date')}, by `make {ctx.get('target', 'conformance')}`"
         f"{offline}{commit}. Ours first, then kube-scheduler on the same cluster.",
         "",
     ]
@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--focus", action="append", required=True)
     p.add_argument("--skip", default="")
     p.add_argument("--environment", type=Path)
+    p.add_argument("--title", default="[sig-scheduling]", help="the selection, in the report's heading")
+    p.add_argument("--target", default="conformance", help="the make target that ran it")
     p.add_argument(
         "--context",
         action="append",
@@ -232,7 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             if line.strip() and not line.startswith("#"):
                 name, _, reason = line.partition("\t")
                 environment[name.strip()] = reason.strip()
-    context = dict(kv.partition("=")[::2] for kv in args.context)
+    context = {
+        "title": args.title,
+        "target": args.target,
+        **dict(kv.partition("=")[::2] for kv in args.context),
+    }
     timings = {step: int(secs) for step, _, secs in (t.partition("=") for t in args.timing)}
     report = {"context": context, "timings": timings, **build(runs, args.focus, args.skip, environment)}
     if not report["tests"]:

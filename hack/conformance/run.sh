@@ -26,7 +26,7 @@ start=$SECONDS
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 art=${ARTIFACTS:-$REPO_ROOT/_artifacts}/conformance-$stamp
 # A partial selection (CONFORMANCE_FOCUS) is not the table the README shows.
-results=${CONFORMANCE_RESULTS:-$([[ -n ${CONFORMANCE_FOCUS:-} ]] && echo "$art" || echo "$REPO_ROOT/conformance/results")}
+results=${CONFORMANCE_RESULTS:-$([[ -n ${CONFORMANCE_FOCUS:-} ]] && echo "$art" || echo "$SUITE_RESULTS")}
 mkdir -p "$art"
 timings=()
 # step N TEXT: a progress line; timed LABEL CMD...: runs CMD, notes its wall time.
@@ -156,6 +156,7 @@ commit=$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unkno
 context=(kubernetes="$KUBE_VERSION" cluster="$KIND_CLUSTER" node_image="$node_image" offline="$OFFLINE" commit="$commit"
   date="$(date -u +%Y-%m-%d)" seed="$E2E_SEED" artifacts="${art#"$REPO_ROOT"/}")
 "$PY" "$CONFORMANCE_MOD_DIR/report.py" --out "$results" "${focus_args[@]}" --skip "$E2E_SKIP" \
+  --title "$SUITE_TITLE" --target "$SUITE_TARGET" \
   --run ours="$art/ours" --run kube-scheduler="$art/kube-scheduler" \
   --environment "$CONFORMANCE_MOD_DIR/environment.tsv" \
   "${context[@]/#/--context=}" "${timings[@]/#/--timing=}" || exit 1  # report.py says why, on one error: line

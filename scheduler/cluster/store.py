@@ -54,6 +54,7 @@ POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddi
 RESOURCE_CLAIMS = Resource("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", True)
 RESOURCE_SLICES = Resource("resourceslices", "/apis/resource.k8s.io/v1/resourceslices", False)
 DEVICE_CLASSES = Resource("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses", False)
+DEVICE_TAINT_RULES = Resource("devicetaintrules", "/apis/resource.k8s.io/v1/devicetaintrules", False)
 
 RESOURCES = {
     r.plural: r
@@ -71,6 +72,7 @@ RESOURCES = {
         RESOURCE_CLAIMS,
         RESOURCE_SLICES,
         DEVICE_CLASSES,
+        DEVICE_TAINT_RULES,
     )
 }
 

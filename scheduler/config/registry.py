@@ -24,7 +24,9 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "VolumeRestrictions": frozenset({"pre_filter", "filter"}),
     "NodeVolumeLimits": frozenset({"pre_filter", "filter"}),
     "NodeDeclaredFeatures": frozenset({"pre_filter", "filter"}),
-    "DynamicResources": frozenset({"pre_enqueue", "pre_filter", "filter", "score", "reserve", "pre_bind"}),
+    "DynamicResources": frozenset(
+        {"pre_enqueue", "pre_filter", "filter", "post_filter", "score", "reserve", "pre_bind"}
+    ),
     "Dynamic": frozenset({"filter", "score", "reserve", "post_bind"}),
 }
 """Every plugin this scheduler runs, and the extension points it implements."""

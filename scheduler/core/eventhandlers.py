@@ -24,9 +24,9 @@ POD_SENSITIVE = frozenset({"InterPodAffinity", "PodTopologySpread"})
 ANNOTATION_PLUGINS = frozenset({"Dynamic"})
 # Plugins whose verdict a PVC, PV, StorageClass, CSINode, CSIDriver or VolumeAttachment change can change.
 STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"})
-# Plugins whose verdict a ResourceClaim, ResourceSlice or DeviceClass change can change.
+# Plugins whose verdict a ResourceClaim, ResourceSlice, DeviceClass or DeviceTaintRule change can change.
 DRA_PLUGINS = frozenset({"DynamicResources"})
-DRA_RESOURCES = frozenset({"resourceclaims", "resourceslices", "deviceclasses"})
+DRA_RESOURCES = frozenset({"resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules"})
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:

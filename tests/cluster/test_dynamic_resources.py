@@ -39,18 +39,24 @@ class World:
     other_node: str
     app: Any
 
-    def claim(self, name: str, count: int = 1, selectors: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    def claim(
+        self,
+        name: str,
+        count: int = 1,
+        selectors: list[str] = (),  # type: ignore[assignment]
+        config: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         exactly: dict[str, Any] = {"deviceClassName": self.device_class, "count": count}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        devices: dict[str, Any] = {"requests": [{"name": "gpu", "exactly": exactly}]}
+        if config:
+            devices["config"] = config
         return api_request(
             self.admin,
             "POST",
             f"{DRA}/namespaces/{self.namespace}/resourceclaims",
-            body={
-                "metadata": {"name": name},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
-            },
+            body={"metadata": {"name": name}, "spec": {"devices": devices}},
         )
 
     def pod(self, name: str, claim: str | None = None, template: str | None = None) -> dict[str, Any]:
@@ -169,7 +175,10 @@ def allocated_devices(claim: dict[str, Any]) -> list[str]:
 
 
 def test_a_pod_gets_its_claim_allocated_and_reserved_and_goes_where_the_device_is(world: World) -> None:
-    world.claim("one")
+    # Opaque parameters are kept by the API server as the bytes it was sent, and a claim's spec
+    # is immutable: a write of the whole claim, re-encoded, would be refused.
+    opaque = {"opaque": {"driver": world.driver, "parameters": {"a": "b", "n": [1, 2]}}}
+    world.claim("one", config=[opaque])
     pod = world.pod("p", claim="one")
     assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
     claim = world.read_claim("one")
@@ -186,6 +195,7 @@ def test_a_pod_gets_its_claim_allocated_and_reserved_and_goes_where_the_device_i
     ]
     assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
     assert FINALIZER in claim["metadata"]["finalizers"]
+    assert claim["status"]["allocation"]["devices"]["config"] == [{"source": "FromClaim", **opaque}]
 
 
 def test_a_device_is_never_given_twice_and_a_freed_one_goes_to_the_next_pod(world: World) -> None:
@@ -297,3 +307,62 @@ def test_pods_sharing_a_claim_share_its_device_and_both_are_reserved(world: Worl
     assert sorted(r["uid"] for r in claim["status"]["reservedFor"]) == sorted(
         p["metadata"]["uid"] for p in pods
     )
+
+
+def test_a_device_taint_rule_keeps_pods_off_the_device_it_taints(world: World) -> None:
+    rule = f"{world.device_class}-gpu-0"
+    api_request(
+        world.admin,
+        "POST",
+        f"{DRA}/devicetaintrules",
+        body={
+            "metadata": {"name": rule},
+            "spec": {
+                "deviceSelector": {"driver": world.driver, "pool": world.node_with_gpus, "device": "gpu-0"},
+                "taint": {"key": "example.com/unhealthy", "effect": "NoSchedule"},
+            },
+        },
+    )
+    try:
+        store = next(i.store for i in world.app.informers if i.resource.plural == "devicetaintrules")
+        poll(lambda: store.get(rule), 20, "the rule in the scheduler's informer")
+        world.claim("one")
+        world.pod("p", claim="one")
+        assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+        assert allocated_devices(world.read_claim("one")) == ["gpu-1"]
+    finally:
+        api_request(world.admin, "DELETE", f"{DRA}/devicetaintrules/{rule}")
+
+
+def test_an_allocation_that_keeps_the_pod_off_every_node_is_taken_back(world: World) -> None:
+    """PostFilter: the claim is allocated on a node the pod cannot go to (cordoned), and no
+    other pod uses it: the allocation goes, and the pod is placed once the node is back."""
+    claim = world.claim("stuck")
+    node_only = {"key": "metadata.name", "operator": "In", "values": [world.node_with_gpus]}
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": world.driver,
+                        "pool": world.node_with_gpus,
+                        "device": "gpu-1",
+                    }
+                ]
+            },
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [node_only]}]},
+        }
+    }
+    path = f"{DRA}/namespaces/{world.namespace}/resourceclaims/stuck"
+    api_request(world.admin, "PUT", f"{path}/status", body=claim)
+    cordon = f"/api/v1/nodes/{world.node_with_gpus}"
+    merge = "application/merge-patch+json"
+    api_request(world.admin, "PATCH", cordon, body={"spec": {"unschedulable": True}}, content_type=merge)
+    world.pod("p", claim="stuck")
+    poll(
+        lambda: not world.read_claim("stuck").get("status", {}).get("allocation"), 20, "the claim deallocated"
+    )
+    api_request(world.admin, "PATCH", cordon, body={"spec": {"unschedulable": False}}, content_type=merge)
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    assert allocated_devices(world.read_claim("stuck")) == ["gpu-0"]

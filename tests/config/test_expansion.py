@@ -47,7 +47,7 @@ KUBE_DEFAULTS = {
         "DynamicResources",
         "NodeDeclaredFeatures",
     ],
-    "post_filter": ["DefaultPreemption"],
+    "post_filter": ["DynamicResources", "DefaultPreemption"],
     "pre_score": [
         "TaintToleration",
         "NodeAffinity",
@@ -231,7 +231,7 @@ def test_default_profile_loads_without_warnings(caplog: pytest.LogCaptureFixture
     caplog.set_level(logging.WARNING, logger="scheduler.config")
     cfg = load("profiles: [{schedulerName: a}, {schedulerName: b}]\n")
     assert not caplog.records
-    assert all(p.plugins.post_filter == ("DefaultPreemption",) for p in cfg.profiles)
+    assert all(p.plugins.post_filter == ("DynamicResources", "DefaultPreemption") for p in cfg.profiles)
 
 
 @pytest.mark.parametrize(

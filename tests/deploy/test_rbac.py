@@ -61,8 +61,12 @@ CLUSTER_WIDE: set[Rule] = {
         for r in ("csidrivers", "csinodes", "storageclasses", "volumeattachments")
     },
     *{(v, "policy", "poddisruptionbudgets", "") for v in ("list", "watch")},
-    *{(v, "resource.k8s.io", r, "") for v in ("list", "watch") for r in ("deviceclasses", "resourceslices")},
-    *{(v, "resource.k8s.io", "resourceclaims", "") for v in ("get", "list", "watch", "update")},
+    *{
+        (v, "resource.k8s.io", r, "")
+        for v in ("list", "watch")
+        for r in ("deviceclasses", "devicetaintrules", "resourceslices")
+    },
+    *{(v, "resource.k8s.io", "resourceclaims", "") for v in ("get", "list", "watch", "patch")},
     ("update", "resource.k8s.io", "resourceclaims/status", ""),
     ("update", "resource.k8s.io", "resourceclaims/binding", ""),
     ("create", "", "pods/binding", ""),

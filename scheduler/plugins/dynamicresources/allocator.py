@@ -21,8 +21,8 @@ request cannot be met, and the first complete solution wins.
 * A device matches when its DeviceClass's selectors and the request's all
   evaluate to true; a selector that fails is the allocation's error, never a
   skipped device (``SelectorError``).
-* A device with a taint of effect NoSchedule or NoExecute is only for
-  requests that tolerate it.
+* A device with a taint of effect NoSchedule or NoExecute, its own or one a
+  DeviceTaintRule gives it, is only for requests that tolerate it.
 * ``matchAttribute`` constraints: every device of the named requests (all of
   the claim's when none are named) has the attribute, with one value;
   ``distinctAttribute``: every such device has it, with values all different.
@@ -64,6 +64,8 @@ class Device:
     """From a slice of one node (``nodeName``), so the allocation is for that node only."""
     node_selector: Obj | None
     """The slice's (or device's) node selector, None when it is for all nodes or node-local."""
+    taints: list[Obj] = field(default_factory=list)
+    """The device's own taints and those DeviceTaintRules give it."""
 
 
 @dataclass(slots=True)
@@ -184,15 +186,17 @@ def _alternatives(request: Obj) -> list[tuple[str, Obj]]:
 
 
 def pools_for_node(
-    slices: Iterable[Obj], node_name: str, node_labels: Mapping[str, str], drivers: set[str] | None = None
+    slices: Iterable[Obj],
+    node_name: str,
+    node_labels: Mapping[str, str],
+    taint_rules: Sequence[Obj] = (),
 ) -> list[Pool]:
-    """The pools whose devices the node can use (``GatherPools``), sorted by driver and name."""
+    """The pools whose devices the node can use (``GatherPools``), sorted by driver and name;
+    the devices carry the taints of the DeviceTaintRules that select them."""
     latest: dict[tuple[str, str], tuple[int, int, list[Obj]]] = {}
     for s in slices:
         spec = s.get("spec") or {}
         driver = spec.get("driver", "")
-        if drivers is not None and driver not in drivers:
-            continue
         pool = spec.get("pool") or {}
         key = (driver, pool.get("name", ""))
         gen = int(pool.get("generation") or 0)
@@ -208,7 +212,26 @@ def pools_for_node(
             devices.extend(_slice_devices(s, driver, name, node_name, node_labels))
         if devices or len(pool_slices) < count:
             pools.append(Pool(driver, name, devices, incomplete=len(pool_slices) < count))
+    if taint_rules:
+        for pool in pools:
+            for d in pool.devices:
+                d.taints.extend(rule_taints(taint_rules, d.id))
     return pools
+
+
+def rule_taints(rules: Iterable[Obj], device: DeviceID) -> list[Obj]:
+    """The taints of the DeviceTaintRules whose selector picks the device: each of its driver,
+    pool and device fields that is set must match; an empty selector picks every device and
+    none picks nothing (``DeviceTaintSelector``)."""
+    out = []
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        sel = spec.get("deviceSelector")
+        if sel is None or not spec.get("taint"):
+            continue
+        if all(sel.get(k) in (None, v) for k, v in zip(("driver", "pool", "device"), device, strict=True)):
+            out.append(spec["taint"])
+    return out
 
 
 def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mapping[str, str]) -> list[Device]:
@@ -224,7 +247,9 @@ def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mappi
         if here is None:
             continue
         node_local, selector = here
-        out.append(Device((driver, pool, d.get("name", "")), d, device_view(driver, d), node_local, selector))
+        device = Device((driver, pool, d.get("name", "")), d, device_view(driver, d), node_local, selector)
+        device.taints.extend(d.get("taints") or ())
+        out.append(device)
     return out
 
 
@@ -394,7 +419,7 @@ class Allocator:
 
     @staticmethod
     def _tolerated(device: Device, tolerations: Iterable[Obj]) -> bool:
-        for taint in device.spec.get("taints") or ():
+        for taint in device.taints:
             if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerations_tolerate_taint(
                 tolerations, taint
             ):

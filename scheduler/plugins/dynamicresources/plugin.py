@@ -10,6 +10,8 @@ kube-scheduler's plugin (``pkg/scheduler/framework/plugins/dynamicresources``):
   (:mod:`.allocator`): "cannot allocate all claims" when the node's devices
   do not suffice; a selector that fails, or a DeviceClass that does not exist,
   is the pod's condition on every node.
+* PostFilter, when no node fits, takes back an allocated claim that kept the
+  pod off a node and that no other pod uses.
 * Score prefers the nodes where prioritized lists (``firstAvailable``) are met
   by earlier alternatives.
 * Reserve records the allocation as assumed, so the next pods' cycles see its
@@ -32,10 +34,13 @@ from scheduler.core.framework import (
     SKIP,
     CycleState,
     Handle,
+    NodeStatuses,
+    PostFilterResult,
     Snapshot,
     Status,
     error,
     unresolvable,
+    unschedulable,
 )
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -69,19 +74,32 @@ Obj = Mapping[str, Any]
 
 
 class _State:
-    __slots__ = ("claims", "pending", "selectors", "classes", "slices", "in_use", "by_node")
+    __slots__ = (
+        "claims",
+        "pending",
+        "selectors",
+        "classes",
+        "slices",
+        "taint_rules",
+        "in_use",
+        "by_node",
+        "unavailable",
+    )
 
     def __init__(self) -> None:
         self.claims: list[Obj] = []
         """Every claim of the pod, in the pod's order."""
         self.pending: list[Obj] = []
         """Those to allocate."""
-        self.selectors: list[NodeSelector] = []
-        """The node selectors of the allocated ones."""
+        self.selectors: list[tuple[Obj, NodeSelector]] = []
+        """The allocated ones with a node selector, and that selector."""
         self.classes: dict[str, Obj] = {}
         self.slices: list[Obj] = []
+        self.taint_rules: list[Obj] = []
         self.in_use: set[DeviceID] = set()
         self.by_node: dict[str, list[Allocation]] = {}
+        self.unavailable: dict[str, Obj] = {}
+        """Allocated claims a node was refused for (by UID): PostFilter may take them back."""
 
 
 class DynamicResources:
@@ -92,6 +110,7 @@ class DynamicResources:
         self.claims = handle.store("resourceclaims")
         self.slices = handle.store("resourceslices")
         self.classes = handle.store("deviceclasses")
+        self.taint_rules = handle.store("devicetaintrules")
         self.compiler = Compiler()
         self.assumed = Assumed()
         self._stopping = threading.Event()
@@ -142,7 +161,7 @@ class DynamicResources:
                 # (ResourceClaimReservedForMaxSize), and PreBind reports it.
                 terms = (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms")
                 if terms:
-                    s.selectors.append(compile_node_selector_terms(terms))
+                    s.selectors.append((claim, compile_node_selector_terms(terms)))
             elif self.assumed.get(claim["metadata"].get("uid", "")) is not None:
                 meta = claim["metadata"]
                 return unresolvable(
@@ -157,6 +176,7 @@ class DynamicResources:
             if missing:
                 return unresolvable(missing)
             s.slices = self.slices.list()
+            s.taint_rules = self.taint_rules.list()
             s.in_use = self.assumed.in_use(self.claims.list())
         state[_KEY] = s
         return None
@@ -167,13 +187,17 @@ class DynamicResources:
         s: _State | None = state.get(_KEY)
         if s is None:
             return None
-        for sel in s.selectors:
+        for claim, sel in s.selectors:
             if not sel.matches(node.labels, node.name):
+                s.unavailable.setdefault(claim["metadata"].get("uid", ""), claim)
                 return unresolvable(ERR_NOT_ON_NODE)
         if not s.pending:
             return None
         allocator = Allocator(
-            self.compiler, s.classes, pools_for_node(s.slices, node.name, node.labels), s.in_use
+            self.compiler,
+            s.classes,
+            pools_for_node(s.slices, node.name, node.labels, s.taint_rules),
+            s.in_use,
         )
         try:
             result = allocator.allocate(s.pending)
@@ -186,6 +210,30 @@ class DynamicResources:
             return unresolvable(ERR_CANNOT_ALLOCATE)
         s.by_node[node.name] = result
         return None
+
+    # --- PostFilter -------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatuses
+    ) -> tuple[PostFilterResult | None, Status]:
+        """No node fits: an allocated claim that kept the pod off a node and that no other pod
+        uses is taken back, so the next attempt may allocate it anywhere. At most one per
+        attempt, as kube-scheduler (``deallocateOrDeletePodClaims``)."""
+        s: _State | None = state.get(_KEY)
+        for claim in s.unavailable.values() if s is not None else ():
+            reserved = (claim.get("status") or {}).get("reservedFor") or ()
+            if any(r.get("uid") != pod.uid for r in reserved):
+                continue
+            meta = claim["metadata"]
+            try:
+                writes.deallocate(self.handle.api_client, claim)
+            except writes.ClaimWriteError as e:
+                return None, error(str(e))
+            logger.log(
+                V(2), "Deallocated claim", extra=kv(pod=pod.key, claim=f"{meta['namespace']}/{meta['name']}")
+            )
+            return None, unschedulable("deallocation of ResourceClaim completed")
+        return None, unschedulable()
 
     # --- Score ------------------------------------------------------------------------
 

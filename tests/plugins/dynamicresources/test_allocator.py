@@ -231,3 +231,27 @@ def test_config_of_the_class_and_of_the_claim_is_copied() -> None:
         {"source": "FromClass", **opaque},  # every request: no list
         {"source": "FromClaim", "requests": ["a"], **opaque},
     ]
+
+
+def test_a_device_taint_rule_taints_the_devices_it_selects() -> None:
+    rule = {
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "device": "gpu-0"},
+            "taint": {"key": "broken", "effect": "NoSchedule"},
+        }
+    }
+    pools = pools_for_node([gpus(2)], "node-a", {}, [rule])
+    assert devices_of(Allocator(compiler, CLASSES, pools, set()).allocate([claim("c", exactly())])) == [
+        ["gpu-1"]
+    ]
+    every = {"spec": {"deviceSelector": {}, "taint": {"key": "drain", "effect": "NoExecute"}}}
+    pools = pools_for_node([gpus(2)], "node-a", {}, [every])
+    assert Allocator(compiler, CLASSES, pools, set()).allocate([claim("c", exactly())]) is None
+    none = {"spec": {"taint": {"key": "drain", "effect": "NoExecute"}}}  # no selector: no device
+    other_pool = {
+        "spec": {"deviceSelector": {"pool": "elsewhere"}, "taint": {"key": "x", "effect": "NoSchedule"}}
+    }
+    pools = pools_for_node([gpus(1)], "node-a", {}, [none, other_pool])
+    assert devices_of(Allocator(compiler, CLASSES, pools, set()).allocate([claim("c", exactly())])) == [
+        ["gpu-0"]
+    ]
