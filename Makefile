@@ -163,7 +163,7 @@ conformance-dra: docker venv ## Upstream's [sig-node] [DRA] control-plane e2e sp
 ##@ Benchmark
 
 .PHONY: bench
-bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread,preemption,churn,dynamic BENCH_MODES=stream,backlog)
+bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread,preemption,churn,dra,dynamic BENCH_MODES=stream,backlog)
 	@bash hack/bench.sh
 
 .PHONY: bench-clean

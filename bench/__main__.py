@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from bench import churn, kwok, load, machine, prom, report, resume
+from bench import churn, dra, kwok, load, machine, prom, report, resume
 from bench import contenders as ct
 from bench import workloads as wl
 from bench.procstat import sample
@@ -236,12 +236,22 @@ class Bench:
         ):
             setup = self._setup_prometheus(setup)
         load.ensure_priority_classes(self.api, wl.PRIORITY_CLASSES)
+        if self._devices:
+            dra.ensure_devices(self.api, self.args.nodes)
+            say(f"{self.args.nodes} kwok nodes publish {dra.DEVICES_PER_NODE} devices each")
         if left := churn.clean_up(self.api):
             say(f"deleted {left} churn nodes of an earlier run")
         for c in self.contenders:
             load.ensure_namespace(self.api, c.namespace)
             load.delete_pods(self.api, c.namespace)
+            if self._devices:
+                dra.clear_claims(self.api, c.namespace, progress=self.progress.status)
+                dra.ensure_template(self.api, c.namespace)
         return setup
+
+    @property
+    def _devices(self) -> bool:
+        return any(wl.BY_NAME[w].devices for w in self.args.workload_names)
 
     def _setup_prometheus(self, setup: ct.Setup) -> ct.Setup:
         values = load_values(REPO / "manifests" / "values.yaml").data["dynamic"]
@@ -275,6 +285,11 @@ class Bench:
                 load.delete_namespace(self.api, c.namespace)
             except Exception as e:  # noqa: BLE001 - best effort, say what is left
                 say(f"warning: cleaning up namespace {c.namespace} failed: {e}")
+        if self._devices:
+            try:
+                say(f"deleted {dra.delete_devices(self.api)} ResourceSlices of the bench")
+            except Exception as e:  # noqa: BLE001
+                say(f"warning: deleting the bench's ResourceSlices failed: {e}")
         if self.prometheus is not None:
             self.prometheus.stop()
         if self.exporter is not None:
@@ -299,6 +314,8 @@ class Bench:
         tag = f"{run}/{a.runs} {c.name} ({workload.name}, {mode})"
         case = f"{workload.name}-{mode}"
         load.delete_pods(self.api, c.namespace)
+        if self._devices:
+            dra.clear_claims(self.api, c.namespace, progress=self.progress.status)
         kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
         shape = wl.Shape(a.nodes, a.pods, prefix=f"r{run}-{case}")
         count = workload.measured(shape)

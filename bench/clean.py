@@ -1,7 +1,8 @@
 """``python -m bench.clean``: remove what an interrupted ``make bench`` left in the cluster.
 
 An interrupted bench (or one run with ``--keep-nodes``) leaves its kwok nodes,
-its churn nodes and its namespaces. The pods bound to those nodes go with them
+its churn nodes, its namespaces, and the ``dra`` workload's ResourceSlices and
+DeviceClass. The pods bound to those nodes go with them
 (the pod garbage collector deletes them), and the namespaces go once their
 pods are gone. ``make bench-clean`` runs this; ``make e2e`` does on a reused
 cluster, as its suites count every node and pod.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from bench import churn, kwok, load
+from bench import churn, dra, kwok, load
 from scheduler.cluster.client import ClientConfigError, ClientOptions, api_request, new_api_client
 from scheduler.cluster.retry import status_message
 from scheduler.polling import PollTimeoutError, poll
@@ -34,13 +35,17 @@ class Leftovers:
     kwok_nodes: int
     churn_nodes: int
     namespaces: int
+    resource_slices: int = 0
 
     @property
     def total(self) -> int:
-        return self.kwok_nodes + self.churn_nodes + self.namespaces
+        return self.kwok_nodes + self.churn_nodes + self.namespaces + self.resource_slices
 
     def __str__(self) -> str:
-        return f"{self.kwok_nodes} kwok nodes, {self.churn_nodes} churn nodes, {self.namespaces} namespaces"
+        return (
+            f"{self.kwok_nodes} kwok nodes, {self.churn_nodes} churn nodes, {self.namespaces} namespaces, "
+            f"{self.resource_slices} ResourceSlices"
+        )
 
 
 def _names(api: ApiClient, path: str, selector: str) -> list[str]:
@@ -54,6 +59,7 @@ def leftovers(api: ApiClient) -> Leftovers:
         kwok_nodes=len(kwok.list_bench_nodes(api)),
         churn_nodes=len(_names(api, "/api/v1/nodes", "=".join(churn.CHURN_LABEL))),
         namespaces=len(_names(api, "/api/v1/namespaces", "=".join(load.PART_OF))),
+        resource_slices=len(_names(api, f"{dra.DRA}/resourceslices", f"{kwok.LABEL}=true")),
     )
 
 
@@ -62,6 +68,7 @@ def clean(api: ApiClient, found: Leftovers, *, timeout: float = 300) -> None:
     wait until they are gone. Raises TimeoutError naming what is left after ``timeout``."""
     kwok.delete_nodes(api)
     churn.clean_up(api)
+    dra.delete_devices(api)
     for name in _names(api, "/api/v1/namespaces", "=".join(load.PART_OF)):
         load.delete_namespace(api, name)
     left = [found]

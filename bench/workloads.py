@@ -25,6 +25,11 @@ zones (``topology.kubernetes.io/zone``), so that zone topologies mean something.
   Service there, a second pod here, as no scheduler here watches Services).
   The churn nodes carry no bench label, so the measured pods never land on a
   node that is deleted under them.
+- ``dra``: ``basic`` pods that each need one device, through a claim made from
+  a ResourceClaimTemplate by kind's resourceclaim controller; every kwok node
+  publishes a slice of ``bench.dra.DEVICES_PER_NODE`` devices (scheduler_perf's
+  SchedulingWithResourceClaimTemplate). The raw binders do not run it: they
+  allocate nothing.
 - ``dynamic``: ``basic`` pods, with our ``Dynamic`` plugin on (as the lease and
   static manifests enable it) against the synthetic load of ``bench.prom``;
   the other contenders run the same pods as in ``basic``.
@@ -40,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import dra
 from bench.kwok import LABEL, NODE_PREFIX, TOLERATION, ZONE_LABEL, ZONES
 
 POD_CPU = "100m"
@@ -180,6 +186,10 @@ def _low(j: int, shape: Shape) -> dict[str, Any]:
     return pod
 
 
+def _dra(i: int, scheduler_name: str, shape: Shape) -> dict[str, Any]:
+    return dra.with_claim(_basic(i, scheduler_name, shape))
+
+
 def _no_prefill(j: int, shape: Shape) -> dict[str, Any]:
     raise AssertionError("this workload has no pods bound before the run")
 
@@ -199,6 +209,8 @@ class Workload:
     """Objects deleted and created anew while the contender runs (``bench.churn``)."""
     dynamic: bool = False
     """Ours runs with the Dynamic plugin on."""
+    devices: bool = False
+    """The kwok nodes publish devices, and the pods claim them (``bench.dra``)."""
     raw: bool = True
     """The raw binders run it (not when the workload needs a scheduler's decisions to mean anything)."""
 
@@ -228,6 +240,14 @@ ALL = [
         "basic pods, while a node, a pod that fits no node and one that fits are recreated every second",
         _basic,
         churn=True,
+    ),
+    Workload(
+        "dra",
+        f"basic pods, each with a claim for one of the {dra.DEVICES_PER_NODE} devices of every node "
+        "(from a ResourceClaimTemplate)",
+        _dra,
+        raw=False,
+        devices=True,
     ),
     Workload(
         "dynamic",

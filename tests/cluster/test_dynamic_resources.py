@@ -366,3 +366,46 @@ def test_an_allocation_that_keeps_the_pod_off_every_node_is_taken_back(world: Wo
     api_request(world.admin, "PATCH", cordon, body={"spec": {"unschedulable": False}}, content_type=merge)
     assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
     assert allocated_devices(world.read_claim("stuck")) == ["gpu-0"]
+
+
+def test_partitions_of_one_device_are_not_given_beyond_its_counters(world: World) -> None:
+    """A device offered whole and as two halves, all consuming one counter: once the whole
+    is allocated, no half is, and a second pod waits."""
+    pool = f"{world.node_with_gpus}-partitioned"
+    consumes = [{"counterSet": "gpu", "counters": {"memory": {"value": "40Gi"}}}]
+    halves = [{"counterSet": "gpu", "counters": {"memory": {"value": "20Gi"}}}]
+    slices = [
+        {
+            "nodeName": world.node_with_gpus,
+            "sharedCounters": [{"name": "gpu", "counters": {"memory": {"value": "40Gi"}}}],
+        },
+        {
+            "nodeName": world.node_with_gpus,
+            "devices": [
+                {"name": "whole", "consumesCounters": consumes},
+                {"name": "half-0", "consumesCounters": halves},
+                {"name": "half-1", "consumesCounters": halves},
+            ],
+        },
+    ]
+    names = [f"{pool}-{i}" for i in range(2)]
+    for name, spec in zip(names, slices, strict=True):
+        body = {"driver": world.driver, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2}}
+        api_request(
+            world.admin,
+            "POST",
+            f"{DRA}/resourceslices",
+            body={"metadata": {"name": name}, "spec": {**body, **spec}},
+        )
+    try:
+        in_pool = f'device.attributes["{world.driver}"].?index.orValue(-1) == -1'  # not gpu-0/gpu-1
+        world.claim("first", selectors=[in_pool])
+        world.pod("p0", claim="first")
+        assert bound_node(world.admin, world.namespace, "p0") == world.node_with_gpus
+        assert allocated_devices(world.read_claim("first")) == ["whole"]
+        world.claim("second", selectors=[in_pool])
+        world.pod("p1", claim="second")
+        world.unschedulable_message("p1", "cannot allocate all claims")
+    finally:
+        for name in names:
+            api_request(world.admin, "DELETE", f"{DRA}/resourceslices/{name}")

@@ -27,16 +27,23 @@ request cannot be met, and the first complete solution wins.
   the claim's when none are named) has the attribute, with one value;
   ``distinctAttribute``: every such device has it, with values all different.
 
-Not yet: partitionable devices (shared counters), consumable capacity, and
-binding conditions; a device that uses any of them is left out.
+* Partitionable devices: a pool's slices may define shared counters
+  (``sharedCounters``) that its devices consume (``consumesCounters``); a device
+  is only allocated while its pool's counters, less what allocated devices and
+  those chosen so far consume, cover what it consumes.
+
+Not yet: consumable capacity and binding conditions; a device with binding
+conditions is left out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from scheduler.core.resources import parse_quantity
 from scheduler.plugins.dynamicresources.cel import Compiler, SelectorError, attribute_value, device_view
 from scheduler.plugins.nodeselector import compile_node_selector_terms
 from scheduler.plugins.taints import tolerations_tolerate_taint
@@ -68,12 +75,20 @@ class Device:
     """The device's own taints and those DeviceTaintRules give it."""
 
 
+Counters = dict[str, dict[str, Decimal]]
+"""Counter set name -> counter name -> value."""
+
+
 @dataclass(slots=True)
 class Pool:
     driver: str
     name: str
     devices: list[Device]
     incomplete: bool
+    counters: Counters = field(default_factory=dict)
+    """The pool's shared counters (partitionable devices), before any device consumes them."""
+    consumes: dict[str, Counters] = field(default_factory=dict)
+    """What each device of the pool consumes (all its slices', the node's or not), by name."""
 
 
 @dataclass(slots=True)
@@ -211,7 +226,9 @@ def pools_for_node(
         for s in sorted(pool_slices, key=lambda o: o["metadata"].get("name", "")):
             devices.extend(_slice_devices(s, driver, name, node_name, node_labels))
         if devices or len(pool_slices) < count:
-            pools.append(Pool(driver, name, devices, incomplete=len(pool_slices) < count))
+            pool = Pool(driver, name, devices, incomplete=len(pool_slices) < count)
+            _read_counters(pool, pool_slices)
+            pools.append(pool)
     if taint_rules:
         for pool in pools:
             for d in pool.devices:
@@ -234,6 +251,23 @@ def rule_taints(rules: Iterable[Obj], device: DeviceID) -> list[Obj]:
     return out
 
 
+def _read_counters(pool: Pool, slices: Iterable[Obj]) -> None:
+    """The pool's shared counters and what its devices consume (``getAndValidateCounterSets``)."""
+    for s in slices:
+        spec = s.get("spec") or {}
+        for cs in spec.get("sharedCounters") or ():
+            pool.counters[cs.get("name", "")] = _counter_values(cs.get("counters"))
+        for d in spec.get("devices") or ():
+            if d.get("consumesCounters"):
+                pool.consumes[d.get("name", "")] = {
+                    c.get("counterSet", ""): _counter_values(c.get("counters")) for c in d["consumesCounters"]
+                }
+
+
+def _counter_values(counters: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    return {k: parse_quantity(str((v or {}).get("value", "0"))) for k, v in (counters or {}).items()}
+
+
 def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mapping[str, str]) -> list[Device]:
     spec = s.get("spec") or {}
     where = _availability(spec, node_name, labels)
@@ -241,8 +275,10 @@ def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mappi
         return []
     out = []
     for d in spec.get("devices") or ():
-        if d.get("consumesCounters") or d.get("bindingConditions"):
-            continue  # partitionable devices and binding conditions: not yet
+        if d.get("bindingConditions"):
+            continue  # binding conditions: not yet
+        if any(c.get("compatibilityGroups") for c in d.get("consumesCounters") or ()):
+            continue  # an alpha feature (DRACounterCompatibilityGroups), off by default
         here = where if not spec.get("perDeviceNodeSelection") else _availability(d, node_name, labels)
         if here is None:
             continue
@@ -284,6 +320,11 @@ class Allocator:
         self._pools = pools
         self._in_use = in_use
         self._match_memo: dict[tuple[int, DeviceID], bool] = {}
+        self._by_pool = {(p.driver, p.name): p for p in pools}
+        self._available: dict[tuple[str, str], Counters] = {}
+        """Per pool, its counters less what allocated devices consume (computed when needed)."""
+        self._consumed: dict[tuple[str, str], Counters] = {}
+        """Per pool, what the devices chosen in this allocation consume."""
 
     def allocate(self, claims: Sequence[Obj]) -> list[Allocation] | None:
         """One Allocation per claim, in order, or None. Raises AllocationError for a claim that
@@ -333,9 +374,12 @@ class Allocator:
                 choices = self._combinations(candidates, int(sub.get("count") or 1), taken, admin)
             mark = len(alloc.results)
             for chosen in choices:
+                if not self._consume(chosen, +1):
+                    continue
                 alloc.results.extend(Result(name, d, admin, tolerations) for d in chosen)
                 if not self._constraints_hold(claims[ci], alloc):
                     del alloc.results[mark:]
+                    self._consume(chosen, -1)
                     continue
                 new = {d.id for d in chosen} if not admin else set()
                 taken |= new
@@ -346,7 +390,49 @@ class Allocator:
                 alloc.score -= bonus
                 taken -= new
                 del alloc.results[mark:]
+                self._consume(chosen, -1)
         return False
+
+    # --- shared counters (partitionable devices) ---
+
+    def _consume(self, devices: Sequence[Device], sign: int) -> bool:
+        """Count what the devices consume of their pools' counters (sign -1: give it back).
+        Taking fails, and counts nothing, when a counter would go below zero
+        (``checkAvailableCounters``)."""
+        spent: list[tuple[Counters, str, str, Decimal]] = []
+        for d in devices:
+            key = (d.id[0], d.id[1])
+            pool = self._by_pool.get(key)
+            uses = pool.consumes.get(d.id[2]) if pool is not None else None
+            if not uses or pool is None:
+                continue
+            available = self._pool_available(pool)
+            consumed = self._consumed.setdefault(key, {})
+            for cs, counters in uses.items():
+                for name, value in counters.items():
+                    have = consumed.setdefault(cs, {}).get(name, Decimal(0))
+                    consumed[cs][name] = have + sign * value
+                    spent.append((consumed, cs, name, sign * value))
+                    if sign > 0 and consumed[cs][name] > available.get(cs, {}).get(name, Decimal(0)):
+                        for c, s, n, v in spent:
+                            c[s][n] -= v
+                        return False
+        return True
+
+    def _pool_available(self, pool: Pool) -> Counters:
+        key = (pool.driver, pool.name)
+        have = self._available.get(key)
+        if have is None:
+            have = {cs: dict(counters) for cs, counters in pool.counters.items()}
+            for device, uses in pool.consumes.items():
+                if (pool.driver, pool.name, device) not in self._in_use:
+                    continue
+                for cs, counters in uses.items():
+                    for name, value in counters.items():
+                        if name in have.get(cs, {}):
+                            have[cs][name] -= value
+            self._available[key] = have
+        return have
 
     def _combinations(
         self, candidates: list[Device], count: int, taken: set[DeviceID], admin: bool

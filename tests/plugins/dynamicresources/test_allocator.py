@@ -255,3 +255,41 @@ def test_a_device_taint_rule_taints_the_devices_it_selects() -> None:
     assert devices_of(Allocator(compiler, CLASSES, pools, set()).allocate([claim("c", exactly())])) == [
         ["gpu-0"]
     ]
+
+
+def partitioned_gpu() -> list[dict[str, Any]]:
+    """One GPU of 40Gi, offered whole or as two halves: all three consume its memory counter."""
+
+    def consuming(name: str, memory: str) -> dict[str, Any]:
+        d = device(name)
+        d["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]
+        return d
+
+    counters = slice_("counters", [], pool="p", count=2)
+    del counters["spec"]["devices"]
+    counters["spec"]["sharedCounters"] = [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]
+    parts = slice_(
+        "parts",
+        [consuming("whole", "40Gi"), consuming("half-0", "20Gi"), consuming("half-1", "20Gi")],
+        pool="p",
+        count=2,
+    )
+    return [counters, parts]
+
+
+def test_partitions_share_their_devices_counters() -> None:
+    slices = partitioned_gpu()
+    assert devices_of(allocate(slices, [claim("c", exactly())])) == [["whole"]]
+    # the whole GPU taken: no half fits in what is left
+    assert allocate(slices, [claim("c", exactly())], in_use={(DRIVER, "p", "whole")}) is None
+    # one half taken: the other half fits, the whole does not
+    assert devices_of(allocate(slices, [claim("c", exactly())], in_use={(DRIVER, "p", "half-0")})) == [
+        ["half-1"]
+    ]
+    # two claims of one pod: the whole for the first leaves nothing for the second, so the
+    # search goes back and gives them a half each
+    assert devices_of(allocate(slices, [claim("a", exactly()), claim("b", exactly())])) == [
+        ["half-0"],
+        ["half-1"],
+    ]
+    assert allocate(slices, [claim("c", exactly(count=3))]) is None
