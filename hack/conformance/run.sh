@@ -108,6 +108,9 @@ if [[ $OFFLINE == 1 ]]; then
   timed e2e_images bash "$CONFORMANCE_MOD_DIR/images.sh" >"$art/e2e-images.txt"
   mapfile -t e2e_images <"$art/e2e-images.txt"
 fi
+# The commit the scheduler image is built from: the results are that code's (taken
+# now, as the tree may change while the specs run).
+commit=$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 timed scheduler_image bash "$REPO_ROOT/hack/images/scheduler-image.sh"
 
 step 3 "cluster $KIND_CLUSTER"
@@ -151,8 +154,6 @@ save_logs kube-scheduler kube-system component=kube-scheduler
 step 7 "report"
 focus_args=()
 for f in "${E2E_FOCUS[@]}"; do focus_args+=(--focus "$f"); done
-# The commit the scheduler image was built from: the results are that code's.
-commit=$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 context=(kubernetes="$KUBE_VERSION" cluster="$KIND_CLUSTER" node_image="$node_image" offline="$OFFLINE" commit="$commit"
   date="$(date -u +%Y-%m-%d)" seed="$E2E_SEED" artifacts="${art#"$REPO_ROOT"/}")
 "$PY" "$CONFORMANCE_MOD_DIR/report.py" --out "$results" "${focus_args[@]}" --skip "$E2E_SKIP" \
