@@ -3,7 +3,7 @@
 # kube-scheduler and a raw binder, on kwok nodes in the kind cluster
 # (python -m bench; see the README's "Benchmark"). Variables: BENCH_NODES,
 # BENCH_PODS, BENCH_RUNS, BENCH_CONTENDERS, BENCH_WORKLOADS
-# (basic,affinity,spread,preemption,churn,dynamic), BENCH_MODES (stream,backlog),
+# (basic,affinity,spread,preemption,churn,dra,dynamic), BENCH_MODES (stream,backlog),
 # BENCH_ARGS (more flags of python -m bench).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"

@@ -128,10 +128,46 @@ class EventHandlers:
         self.queue.move_all("StorageChange", STORAGE_PLUGINS)
 
     def on_dra_change(self, *objs: dict[str, Any]) -> None:
-        """A claim, slice or class changed: devices may have been freed or published."""
-        self.queue.move_all("ResourceClaimChange", DRA_PLUGINS)
+        """A slice, class or taint rule changed: devices may have been published or freed."""
+        self.queue.move_all("ResourceSliceChange", DRA_PLUGINS)
+
+    def on_claim_add(self, claim: dict[str, Any]) -> None:
+        """A new claim can only help the pods that name it (``isSchedulableAfterClaimChange``)."""
+        self.queue.move_all("ResourceClaimAdd", DRA_PLUGINS, only=_names_claim(claim))
+
+    def on_claim_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Deallocated: its devices are free for anyone. Another status (allocated, reserved):
+        the pods that name it. Anything else (a finalizer, labels): no one."""
+        before, after = old.get("status") or {}, new.get("status") or {}
+        if before.get("allocation") and not after.get("allocation"):
+            self.queue.move_all("ResourceClaimDeallocate", DRA_PLUGINS)
+        elif before != after:
+            self.queue.move_all("ResourceClaimUpdate", DRA_PLUGINS, only=_names_claim(new))
+
+    def on_claim_delete(self, claim: dict[str, Any]) -> None:
+        """An allocated claim gone frees its devices; an unallocated one helps no one."""
+        if (claim.get("status") or {}).get("allocation"):
+            self.queue.move_all("ResourceClaimDelete", DRA_PLUGINS)
 
     def object_handlers(self, plural: str) -> tuple[Any, Any, Any]:
         """(add, update, delete) for an informer of ``plural`` (not pods or nodes)."""
+        if plural == "resourceclaims":
+            return self.on_claim_add, self.on_claim_update, self.on_claim_delete
         on_change = self.on_dra_change if plural in DRA_RESOURCES else self.on_storage_change
         return on_change, lambda old, new: on_change(new), on_change
+
+
+def _names_claim(claim: dict[str, Any]) -> Any:
+    """Whether a pod names the claim: directly, or through a template as its status says."""
+    meta = claim.get("metadata") or {}
+    ns, name = meta.get("namespace"), meta.get("name")
+
+    def names(pod: PodInfo) -> bool:
+        if pod.namespace != ns:
+            return False
+        if any(e.get("resourceClaimName") == name for e in pod.spec.get("resourceClaims") or ()):
+            return True
+        statuses = (pod.pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        return any(s.get("resourceClaimName") == name for s in statuses)
+
+    return names

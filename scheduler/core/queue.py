@@ -156,11 +156,18 @@ class SchedulingQueue:
                 self._unsched_since.pop(uid, None)
                 self._changed()
 
-    def move_all(self, event: str, plugins: frozenset[str] | None = None) -> None:
+    def move_all(
+        self,
+        event: str,
+        plugins: frozenset[str] | None = None,
+        only: Callable[[PodInfo], bool] | None = None,
+    ) -> None:
         """The cluster changed (``event`` says how): give unschedulable pods another try.
 
         With ``plugins``, only pods rejected by one of those plugins move (an
-        added pod can only help a pod that failed on pod affinity or spread).
+        added pod can only help a pod that failed on pod affinity or spread);
+        with ``only``, only the pods it accepts (a claim created can only help
+        the pods that name it: kube-scheduler's queueing hints).
         """
         with self._cond:
             self._move_cycle += 1
@@ -174,6 +181,8 @@ class SchedulingQueue:
                     continue
                 if uid in self._gated and plugins is None:
                     continue  # held back before its cycle: only its plugin's events move it
+                if only is not None and not only(qp.pod):
+                    continue
                 del self._unsched_since[uid]
                 if qp.backoff_expiry > now:
                     self._push_backoff(qp)

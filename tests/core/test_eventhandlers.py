@@ -40,3 +40,30 @@ def test_an_annotation_change_moves_only_the_pods_dynamic_rejected() -> None:
     labelled["metadata"]["labels"] = {"zone": "a"}
     handlers.on_node_update(annotated, labelled)
     assert queue.where(by_affinity) == "active"
+
+
+def test_a_claim_event_moves_the_pods_that_name_it_and_a_freed_device_moves_all() -> None:
+    """DynamicResources' queueing hints: a claim created or changed helps only the pods that
+    name it; a claim deallocated or an allocated one deleted frees devices for any of them."""
+    queue = SchedulingQueue(initial_backoff=0)
+    handlers = EventHandlers(Cache(), queue, {"default-scheduler"})
+    uids = {}
+    for name, claim in (("wants-a", "a"), ("wants-b", "b")):
+        p = pinfo(name)
+        p.spec["resourceClaims"] = [{"name": "dev", "resourceClaimName": claim}]
+        queue.add(p)
+        queue.requeue(queue.pop(0), frozenset({"DynamicResources"}), gated=True)
+        uids[name] = p.uid
+    claim_a = {"metadata": {"namespace": "default", "name": "a"}, "spec": {}}
+    handlers.on_claim_add(claim_a)
+    assert queue.where(uids["wants-a"]) == "active" and queue.where(uids["wants-b"]) == "gated"
+    queue.requeue(queue.pop(0), frozenset({"DynamicResources"}))
+
+    allocated = {**claim_a, "status": {"allocation": {"devices": {"results": []}}}}
+    finalized = {**allocated, "metadata": {**claim_a["metadata"], "finalizers": ["x"]}}
+    handlers.on_claim_update(allocated, finalized)  # no status change: no one moves
+    assert queue.where(uids["wants-a"]) == "unschedulable"
+    handlers.on_claim_delete(claim_a)  # never allocated: frees nothing
+    assert queue.where(uids["wants-b"]) == "gated"
+    handlers.on_claim_update(allocated, claim_a)  # deallocated: every pod DRA held may fit now
+    assert queue.where(uids["wants-a"]) == queue.where(uids["wants-b"]) == "active"
