@@ -42,10 +42,8 @@ class Leftovers:
         return self.kwok_nodes + self.churn_nodes + self.namespaces + self.resource_slices
 
     def __str__(self) -> str:
-        return (
-            f"{self.kwok_nodes} kwok nodes, {self.churn_nodes} churn nodes, {self.namespaces} namespaces, "
-            f"{self.resource_slices} ResourceSlices"
-        )
+        slices = f", {self.resource_slices} ResourceSlices" if self.resource_slices else ""
+        return f"{self.kwok_nodes} kwok nodes, {self.churn_nodes} churn nodes, {self.namespaces} namespaces{slices}"
 
 
 def _names(api: ApiClient, path: str, selector: str) -> list[str]:

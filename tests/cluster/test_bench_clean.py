@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import ApiClient
 
-from bench import churn, kwok, load
+from bench import churn, dra, kwok, load
 from bench import clean as bench_clean
 from scheduler.cluster.client import api_request
 from tests.apiserver import ControlPlane
@@ -58,9 +58,9 @@ def namespace_controller(admin: ApiClient) -> Iterator[None]:
     t.join(5)
 
 
-def _leftovers(admin: ApiClient) -> tuple[int, int, int]:
+def _leftovers(admin: ApiClient) -> tuple[int, int, int, int]:
     found = bench_clean.leftovers(admin)
-    return found.kwok_nodes, found.churn_nodes, found.namespaces
+    return found.kwok_nodes, found.churn_nodes, found.namespaces, found.resource_slices
 
 
 def test_removes_nodes_and_namespaces(
@@ -73,12 +73,13 @@ def test_removes_nodes_and_namespaces(
     other = make_node(admin, f"other-{key}", {"kubernetes.io/hostname": f"other-{key}"})
     _bench_namespace(admin)
     _bench_namespace(admin)
+    api_request(admin, "POST", f"{dra.DRA}/resourceslices", body=dra.slice_body(f"kwok-{key}-0"))
     before = _leftovers(admin)
-    assert before[0] >= 3 and before[1] >= 1 and before[2] >= 2
+    assert before[0] >= 3 and before[1] >= 1 and before[2] >= 2 and before[3] >= 1
 
     assert bench_clean.main(["--kubeconfig", apiserver.kubeconfig, "--timeout", "60"]) == 0
 
-    assert _leftovers(admin) == (0, 0, 0)
+    assert _leftovers(admin) == (0, 0, 0, 0)
     # A node that is not the bench's stays.
     api_request(admin, "GET", f"/api/v1/nodes/{other['metadata']['name']}")
     err = capsys.readouterr().err

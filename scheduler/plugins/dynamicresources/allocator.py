@@ -200,40 +200,69 @@ def _alternatives(request: Obj) -> list[tuple[str, Obj]]:
 # Pools on a node
 
 
+class SliceIndex:
+    """The ResourceSlices of one scheduling cycle, grouped once: each pool's slices of its newest
+    generation (``GatherPools``), and which pools can serve which node, so that each node's
+    Filter reads its own pools and those not bound to one node, not every slice."""
+
+    def __init__(self, slices: Iterable[Obj]) -> None:
+        latest: dict[tuple[str, str], tuple[int, int, list[Obj]]] = {}
+        for s in slices:
+            spec = s.get("spec") or {}
+            pool = spec.get("pool") or {}
+            key = (spec.get("driver", ""), pool.get("name", ""))
+            gen = int(pool.get("generation") or 0)
+            have = latest.get(key)
+            if have is None or gen > have[0]:
+                latest[key] = (gen, int(pool.get("resourceSliceCount") or 1), [s])
+            elif gen == have[0]:
+                have[2].append(s)
+        self._pools = {
+            k: (count, sorted(ss, key=lambda o: o["metadata"].get("name", "")))
+            for k, (_, count, ss) in latest.items()
+        }
+        self._by_node: dict[str, set[tuple[str, str]]] = {}
+        self._anywhere: set[tuple[str, str]] = set()
+        """Pools with a slice for more than one node (allNodes, nodeSelector, per device)."""
+        for key, (_, ss) in self._pools.items():
+            for s in ss:
+                spec = s.get("spec") or {}
+                if spec.get("nodeName"):
+                    self._by_node.setdefault(spec["nodeName"], set()).add(key)
+                else:
+                    self._anywhere.add(key)
+
+    def pools_for_node(
+        self, node_name: str, node_labels: Mapping[str, str], taint_rules: Sequence[Obj] = ()
+    ) -> list[Pool]:
+        """The pools whose devices the node can use, sorted by driver and name; a pool whose
+        slices are not all published yet is there, incomplete and empty. The devices carry the
+        taints of the DeviceTaintRules that select them."""
+        pools = []
+        for driver, name in sorted(self._by_node.get(node_name, set()) | self._anywhere):
+            count, pool_slices = self._pools[(driver, name)]
+            devices: list[Device] = []
+            for s in pool_slices:
+                devices.extend(_slice_devices(s, driver, name, node_name, node_labels))
+            if devices or len(pool_slices) < count:
+                pool = Pool(driver, name, devices, incomplete=len(pool_slices) < count)
+                _read_counters(pool, pool_slices)
+                pools.append(pool)
+        if taint_rules:
+            for pool in pools:
+                for d in pool.devices:
+                    d.taints.extend(rule_taints(taint_rules, d.id))
+        return pools
+
+
 def pools_for_node(
     slices: Iterable[Obj],
     node_name: str,
     node_labels: Mapping[str, str],
     taint_rules: Sequence[Obj] = (),
 ) -> list[Pool]:
-    """The pools whose devices the node can use (``GatherPools``), sorted by driver and name;
-    the devices carry the taints of the DeviceTaintRules that select them."""
-    latest: dict[tuple[str, str], tuple[int, int, list[Obj]]] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        driver = spec.get("driver", "")
-        pool = spec.get("pool") or {}
-        key = (driver, pool.get("name", ""))
-        gen = int(pool.get("generation") or 0)
-        have = latest.get(key)
-        if have is None or gen > have[0]:
-            latest[key] = (gen, int(pool.get("resourceSliceCount") or 1), [s])
-        elif gen == have[0]:
-            have[2].append(s)
-    pools = []
-    for (driver, name), (_, count, pool_slices) in sorted(latest.items()):
-        devices: list[Device] = []
-        for s in sorted(pool_slices, key=lambda o: o["metadata"].get("name", "")):
-            devices.extend(_slice_devices(s, driver, name, node_name, node_labels))
-        if devices or len(pool_slices) < count:
-            pool = Pool(driver, name, devices, incomplete=len(pool_slices) < count)
-            _read_counters(pool, pool_slices)
-            pools.append(pool)
-    if taint_rules:
-        for pool in pools:
-            for d in pool.devices:
-                d.taints.extend(rule_taints(taint_rules, d.id))
-    return pools
+    """:meth:`SliceIndex.pools_for_node` of these slices (one node, once)."""
+    return SliceIndex(slices).pools_for_node(node_name, node_labels, taint_rules)
 
 
 def rule_taints(rules: Iterable[Obj], device: DeviceID) -> list[Obj]:

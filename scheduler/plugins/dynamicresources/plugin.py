@@ -51,7 +51,7 @@ from scheduler.plugins.dynamicresources.allocator import (
     AllocationError,
     Allocator,
     DeviceID,
-    pools_for_node,
+    SliceIndex,
 )
 from scheduler.plugins.dynamicresources.cel import Compiler
 from scheduler.plugins.dynamicresources.claims import (
@@ -94,7 +94,7 @@ class _State:
         self.selectors: list[tuple[Obj, NodeSelector]] = []
         """The allocated ones with a node selector, and that selector."""
         self.classes: dict[str, Obj] = {}
-        self.slices: list[Obj] = []
+        self.slices = SliceIndex(())
         self.taint_rules: list[Obj] = []
         self.in_use: set[DeviceID] = set()
         self.by_node: dict[str, list[Allocation]] = {}
@@ -175,7 +175,7 @@ class DynamicResources:
             missing = _missing_class(s.pending, s.classes)
             if missing:
                 return unresolvable(missing)
-            s.slices = self.slices.list()
+            s.slices = SliceIndex(self.slices.list())
             s.taint_rules = self.taint_rules.list()
             s.in_use = self.assumed.in_use(self.claims.list())
         state[_KEY] = s
@@ -196,7 +196,7 @@ class DynamicResources:
         allocator = Allocator(
             self.compiler,
             s.classes,
-            pools_for_node(s.slices, node.name, node.labels, s.taint_rules),
+            s.slices.pools_for_node(node.name, node.labels, s.taint_rules),
             s.in_use,
         )
         try:

@@ -293,3 +293,11 @@ def test_partitions_share_their_devices_counters() -> None:
         ["half-1"],
     ]
     assert allocate(slices, [claim("c", exactly(count=3))]) is None
+
+
+def test_a_pool_of_another_node_being_updated_does_not_matter_here() -> None:
+    elsewhere = slice_("b1", [device("gpu-0")], node="node-b", count=2)
+    got = allocate([gpus(2), elsewhere], [claim("c", exactly(mode="All"))])
+    assert devices_of(got) == [["gpu-0", "gpu-1"]]
+    with pytest.raises(AllocationError, match="being updated"):
+        allocate([gpus(2), elsewhere], [claim("c", exactly(mode="All"))], node="node-b")
