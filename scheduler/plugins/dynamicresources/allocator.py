@@ -160,7 +160,7 @@ def _configs(claim: Obj, classes: Mapping[str, Obj], used: set[str]) -> list[dic
     """The class's configuration, then the claim's, for the requests allocated (``allocateOne``)."""
     by_class: dict[str, list[str]] = {}
     for req in claim_requests(claim):
-        for alt_name, alt in _alternatives(req):
+        for alt_name, alt in alternatives(req):
             if alt_name in used:
                 by_class.setdefault(alt.get("deviceClassName") or "", []).append(alt_name)
     out: list[dict[str, Any]] = []
@@ -187,7 +187,7 @@ def claim_requests(claim: Obj) -> list[Obj]:
     return list(((claim.get("spec") or {}).get("devices") or {}).get("requests") or ())
 
 
-def _alternatives(request: Obj) -> list[tuple[str, Obj]]:
+def alternatives(request: Obj) -> list[tuple[str, Obj]]:
     """(name in results, sub-request) to try in order: the one of ``exactly``, or the
     ``firstAvailable`` list."""
     name = request.get("name", "")
@@ -380,8 +380,8 @@ class Allocator:
             return True
         ci, req = plan[i]
         alloc = allocs[ci]
-        alternatives = _alternatives(req)
-        for index, (name, sub) in enumerate(alternatives):
+        options = alternatives(req)
+        for index, (name, sub) in enumerate(options):
             mode = sub.get("allocationMode") or "ExactCount"
             admin = bool(sub.get("adminAccess"))
             tolerations = list(sub.get("tolerations") or ())

@@ -75,20 +75,21 @@ class Assumed:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, tuple[dict[str, Any], set[DeviceID]]] = {}
+        self._entries: dict[str, set[DeviceID]] = {}
+        """Claim UID -> the devices allocated to it (admin access takes none)."""
 
-    def add(self, uid: str, status_allocation: dict[str, Any], devices: set[DeviceID]) -> None:
+    def add(self, uid: str, devices: set[DeviceID]) -> None:
         with self._lock:
-            self._entries[uid] = (status_allocation, devices)
+            self._entries[uid] = devices
 
     def drop(self, uid: str) -> None:
         with self._lock:
             self._entries.pop(uid, None)
 
-    def get(self, uid: str) -> dict[str, Any] | None:
+    def holds(self, uid: str) -> bool:
+        """The claim's allocation is being made here (kube-scheduler's pending allocation)."""
         with self._lock:
-            entry = self._entries.get(uid)
-        return entry[0] if entry else None
+            return uid in self._entries
 
     def in_use(self, claims: Iterable[Obj]) -> set[DeviceID]:
         """Devices of the allocated claims and of the assumed allocations; an assumed one
@@ -108,5 +109,5 @@ class Assumed:
                 if c is None or allocation(c):
                     del self._entries[uid]
                 else:
-                    used |= self._entries[uid][1]
+                    used |= self._entries[uid]
         return used

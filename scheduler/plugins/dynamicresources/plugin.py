@@ -52,6 +52,8 @@ from scheduler.plugins.dynamicresources.allocator import (
     Allocator,
     DeviceID,
     SliceIndex,
+    alternatives,
+    claim_requests,
 )
 from scheduler.plugins.dynamicresources.cel import Compiler
 from scheduler.plugins.dynamicresources.claims import (
@@ -162,7 +164,7 @@ class DynamicResources:
                 terms = (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms")
                 if terms:
                     s.selectors.append((claim, compile_node_selector_terms(terms)))
-            elif self.assumed.get(claim["metadata"].get("uid", "")) is not None:
+            elif self.assumed.holds(claim["metadata"].get("uid", "")):
                 meta = claim["metadata"]
                 return unresolvable(
                     f"resource claim {meta['namespace']}/{meta['name']} is in the process of being allocated"
@@ -269,7 +271,7 @@ class DynamicResources:
                 self.unreserve(state, pod, node_name)
                 return error(f"create NodeSelector for claim {claim['metadata']['name']}: {e}")
             devices = {r.device.id for r in alloc.results if not r.admin_access}
-            self.assumed.add(claim["metadata"].get("uid", ""), status, devices)
+            self.assumed.add(claim["metadata"].get("uid", ""), devices)
             chosen.append((claim, status))
         return None
 
@@ -304,9 +306,8 @@ class DynamicResources:
 def _missing_class(claims: list[Obj], classes: Mapping[str, Obj]) -> str:
     """``request <req>: device class <class> does not exist`` for the first such request."""
     for claim in claims:
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-            subs = [(f"{req.get('name')}/{x.get('name')}", x) for x in req.get("firstAvailable") or ()]
-            for name, sub in subs or [(req.get("name"), req.get("exactly") or {})]:
+        for req in claim_requests(claim):
+            for name, sub in alternatives(req):
                 cls = sub.get("deviceClassName")
                 if cls and cls not in classes:
                     return f"request {name}: device class {cls} does not exist"
