@@ -38,6 +38,8 @@ PLUGIN_RESOURCES = {
     "InterPodAffinity": ("namespaces",),
     "DefaultPreemption": ("poddisruptionbudgets",),
     "DynamicResources": ("resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules"),
+    # Extended resources that a DeviceClass provides are left to DynamicResources.
+    "NodeResourcesFit": ("deviceclasses",),
 }
 # Plugins that take part only through the queue or the binder (built-in here).
 NOT_BUILT = frozenset({"PrioritySort", "SchedulingGates", "DefaultBinder"})

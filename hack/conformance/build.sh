@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds upstream's e2e test binary (e2e.test, the Go test binary of
-# k8s.io/kubernetes/test/e2e) and agnhost (the program of the tests' agnhost
-# image) at the Kubernetes release hack/tools/go.mod pins, from the module in
+# k8s.io/kubernetes/test/e2e), agnhost (the program of the tests' agnhost
+# image) and ginkgo's command (runs e2e.test in parallel) at the Kubernetes release hack/tools/go.mod pins, from the module in
 # this folder, into the tools cache ($E2E_BIN). Built only when missing: about
 # 2 minutes on 2 cores once `make tools` has warmed Go's build cache (most of
 # the packages are the tools'), much longer cold. Prints the folder of the two
@@ -58,9 +58,14 @@ nice go test -c -trimpath -vet=off -ldflags "$ldflags" -o "$staging/bin/e2e.test
 log "building agnhost"
 nice go build -trimpath -ldflags "$ldflags" -o "$staging/bin/agnhost" k8s.io/kubernetes/test/images/agnhost \
   || die "go build of agnhost failed (output above)"
+# ginkgo's command runs the specs of one selection in several processes
+# (CONFORMANCE_PROCS), at the version the tests are built with.
+log "building ginkgo"
+nice go build -trimpath -ldflags "-s -w" -o "$staging/bin/ginkgo" github.com/onsi/ginkgo/v2/ginkgo \
+  || die "go build of ginkgo failed (output above)"
 "$staging/bin/e2e.test" --version >/dev/null 2>&1 || die "the e2e.test just built does not run"
 touch "$staging/.complete"
 rm -rf "$E2E_DIR"
 mv "$staging" "$E2E_DIR"
-log "e2e.test and agnhost built in $((SECONDS - start))s into $E2E_BIN"
+log "e2e.test, agnhost and ginkgo built in $((SECONDS - start))s into $E2E_BIN"
 echo "$E2E_BIN"

@@ -21,10 +21,10 @@ E2E_BIN=$E2E_DIR/bin
 #   scheduling (make conformance): every spec of SchedulerPredicates and
 #     SchedulerPreemption, and every conformance spec of sig-scheduling
 #     (LimitRange's too);
-#   dra (make conformance-dra): dynamic resource allocation's specs that check
-#     the control plane (the scheduler, the resourceclaim controller, the API),
-#     with the test driver's ResourceSlices and no kubelet plugin calls. Its
-#     kubelet specs also need CDI in containerd and are not selected yet.
+#   dra (make conformance-dra): every spec tagged [DRA]: the control plane's
+#     (the scheduler, the resourceclaim controller, the API) and the kubelet's,
+#     whose test driver runs inside e2e.test behind a proxy pod on each node
+#     (CDI is on in the node image's containerd).
 # CONFORMANCE_FOCUS (one regular expression) replaces the focus, for a quick
 # look at a few specs.
 CONFORMANCE_SUITE=${CONFORMANCE_SUITE:-scheduling}
@@ -36,21 +36,26 @@ case $CONFORMANCE_SUITE in
       '\[sig-scheduling\] .*\[Conformance\]'
     )
     SUITE_TITLE='[sig-scheduling]'
+    # One process: most of its specs are [Serial] (preemption fills the nodes).
+    SUITE_PROCS=1
     SUITE_TARGET=conformance
     SUITE_RESULTS=$REPO_ROOT/conformance/results
     ;;
   dra)
-    E2E_FOCUS=(
-      '\[sig-node\] \[DRA\] control plane '
-      '\[sig-node\] \[DRA\] CRUD Tests '
-      '\[sig-node\] \[DRA\] ResourceSlice Controller '
-    )
-    SUITE_TITLE='[sig-node] [DRA]'
+    E2E_FOCUS=('\[DRA\]')
+    SUITE_TITLE='[DRA]'
+    # Its specs wait on pods and drivers far more than they use the machine:
+    # three processes take a third of the time ([Serial] ones still run alone).
+    SUITE_PROCS=3
     SUITE_TARGET=conformance-dra
     SUITE_RESULTS=$REPO_ROOT/conformance/results/dra
     ;;
   *) die "CONFORMANCE_SUITE=$CONFORMANCE_SUITE: expected scheduling or dra" ;;
 esac
+# CONFORMANCE_PROCS: how many ginkgo processes run the specs (both schedulers
+# get the same).
+E2E_PROCS=${CONFORMANCE_PROCS:-$SUITE_PROCS}
+[[ $E2E_PROCS =~ ^[1-9][0-9]?$ ]] || die "CONFORMANCE_PROCS=$E2E_PROCS: expected a number of processes from 1 to 99"
 if [[ -n ${CONFORMANCE_FOCUS:-} ]]; then
   E2E_FOCUS=("$CONFORMANCE_FOCUS")
 fi

@@ -16,35 +16,47 @@ dir=${2:?usage: run-e2e.sh NAME DIR}
 mkdir -p "$dir"
 out=$dir/e2e.log
 
-args=(
+framework=(
   --kubeconfig="$KUBECONFIG" --provider=skeleton --kubectl-path="$KUBECTL"
   --report-dir="$dir" --e2e-output-dir="$dir"
+)
+ginkgo=(
   # The same order in both runs (the framework shuffles the specs), so that
   # each scheduler meets the cluster in the same states.
-  --ginkgo.seed="$E2E_SEED"
-  --ginkgo.skip="$E2E_SKIP"
+  --seed="$E2E_SEED"
+  --skip="$E2E_SKIP"
   # Longer than any run can take: a run that fails every preemption spec waits
   # out each one's timeouts (ginkgo's default for the whole suite is 1 h).
-  --ginkgo.timeout=3h
-  --ginkgo.v --ginkgo.no-color --ginkgo.silence-skips
+  --timeout=3h
+  -v --no-color --silence-skips
 )
-for f in "${E2E_FOCUS[@]}"; do args+=(--ginkgo.focus="$f"); done
+for f in "${E2E_FOCUS[@]}"; do ginkgo+=(--focus="$f"); done
 
 date -u +%Y-%m-%dT%H:%M:%SZ >"$dir/started"
 start=$SECONDS
-"$E2E_BIN/e2e.test" "${args[@]}" >"$out" 2>&1 &
+if (( E2E_PROCS > 1 )); then
+  [[ -x $E2E_BIN/ginkgo ]] || die "ginkgo is not built: run hack/conformance/build.sh"
+  "$E2E_BIN/ginkgo" --procs="$E2E_PROCS" "${ginkgo[@]}" "$E2E_BIN/e2e.test" -- "${framework[@]}" >"$out" 2>&1 &
+else
+  # e2e.test itself takes ginkgo's settings as --ginkgo.<name>.
+  for a in "${ginkgo[@]}"; do a=${a#-}; framework+=("--ginkgo.${a#-}"); done
+  "$E2E_BIN/e2e.test" "${framework[@]}" >"$out" 2>&1 &
+fi
 pid=$!
 # An interrupted harness stops its e2e.test too.
 trap 'kill "$pid" 2>/dev/null || true' EXIT
 
 # finished: one line per spec that ran, "<ginkgo's end line><TAB><spec text>".
-# ginkgo -v starts a spec with its text (and labels) on the line after a
-# delimiter and ends it with "• [<seconds> seconds]", "• [FAILED] [...]" (or
-# TIMEDOUT, PANICKED, ...), or "S [SKIPPED] [...]" for a spec that skipped
-# itself. The labels' suffix, "[sig-scheduling, Serial, ...]", is dropped.
+# A spec ends with "• [<seconds> seconds]", "• [FAILED] [...]" (or TIMEDOUT,
+# PANICKED, ...), or "S [SKIPPED] [...]" for a spec that skipped itself. In one
+# process, ginkgo -v prints a spec's text (and labels) on the line after a
+# delimiter as it starts and that end line as it ends; in several, the end
+# line first, then the text, once the spec is over. The labels' suffix,
+# "[sig-scheduling, Serial, ...]", is dropped.
 finished() {
-  awk '/^\[sig-/ { name = $0; sub(/ \[sig-[^]]*\]$/, "", name) }
-       /^(•|S \[SKIPPED\]) .*seconds\]$/ { print $0 "\t" name }' "$out"
+  awk -v parallel=$(( E2E_PROCS > 1 )) '
+    /^(•|S \[SKIPPED\]) .*seconds\]$/ { end = $0; if (!parallel) print end "\t" name; next }
+    /^\[sig-/ { name = $0; sub(/ \[sig-[^]]*\]$/, "", name); if (parallel && end != "") { print end "\t" name; end = "" } }' "$out"
 }
 seen=0
 while kill -0 "$pid" 2>/dev/null; do

@@ -27,6 +27,8 @@ STORAGE_PLUGINS = frozenset({"VolumeBinding", "VolumeZone", "VolumeRestrictions"
 # Plugins whose verdict a ResourceClaim, ResourceSlice, DeviceClass or DeviceTaintRule change can change.
 DRA_PLUGINS = frozenset({"DynamicResources"})
 DRA_RESOURCES = frozenset({"resourceclaims", "resourceslices", "deviceclasses", "devicetaintrules"})
+# A DeviceClass may also provide an extended resource NodeResourcesFit found missing.
+CLASS_PLUGINS = DRA_PLUGINS | {"NodeResourcesFit"}
 
 
 def _node_fingerprint(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -131,6 +133,11 @@ class EventHandlers:
         """A slice, class or taint rule changed: devices may have been published or freed."""
         self.queue.move_all("ResourceSliceChange", DRA_PLUGINS)
 
+    def on_class_change(self, *objs: dict[str, Any]) -> None:
+        """A DeviceClass changed: its devices may now be selected, or its extended resource
+        provided (NodeResourcesFit's ``isSchedulableAfterDeviceClassEvent``)."""
+        self.queue.move_all("DeviceClassChange", CLASS_PLUGINS)
+
     def on_claim_add(self, claim: dict[str, Any]) -> None:
         """A new claim can only help the pods that name it (``isSchedulableAfterClaimChange``)."""
         self.queue.move_all("ResourceClaimAdd", DRA_PLUGINS, only=_names_claim(claim))
@@ -153,7 +160,12 @@ class EventHandlers:
         """(add, update, delete) for an informer of ``plural`` (not pods or nodes)."""
         if plural == "resourceclaims":
             return self.on_claim_add, self.on_claim_update, self.on_claim_delete
-        on_change = self.on_dra_change if plural in DRA_RESOURCES else self.on_storage_change
+        if plural == "deviceclasses":
+            on_change = self.on_class_change
+        elif plural in DRA_RESOURCES:
+            on_change = self.on_dra_change
+        else:
+            on_change = self.on_storage_change
         return on_change, lambda old, new: on_change(new), on_change
 
 

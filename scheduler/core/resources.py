@@ -39,6 +39,11 @@ _DECIMAL = {
 }
 
 
+def is_extended_resource_name(name: str) -> bool:
+    """``v1helper.IsExtendedResourceName``: a ``domain/name`` outside ``kubernetes.io``."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 

@@ -11,6 +11,10 @@ win), MostAllocated (fuller nodes win) or RequestedToCapacityRatio (a
 piecewise-linear function of utilization). Scoring counts cpu and memory with
 the non-zero defaults for containers that request nothing (100m / 200Mi).
 The strategies themselves are in :mod:`scheduler.plugins.noderesources_scoring`.
+
+An extended resource that a DeviceClass provides, asked for on a node whose
+allocatable does not list it, is left to DynamicResources
+(``shouldDelegateResourceToDRA``; :mod:`scheduler.plugins.dynamicresources.extended`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from scheduler.core.framework import Code as _Code
 from scheduler.core.framework import CycleState, Snapshot, Status, filter_each
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
+from scheduler.core.resources import is_extended_resource_name
+from scheduler.plugins.dynamicresources.extended import ClassResolver, backed_requests
 from scheduler.plugins.noderesources_scoring import (
     LEAST_ALLOCATED,
     ResourceAllocationScorer,
@@ -35,11 +41,6 @@ _SCORE_KEY = "NodeResourcesFit/score"
 _FILTER_KEY = "NodeResourcesFit"
 
 
-def is_extended_resource_name(name: str) -> bool:
-    """``v1helper.IsExtendedResourceName``: a ``domain/name`` outside ``kubernetes.io``."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
 def _non_zero_cpu_memory(pod: PodInfo) -> tuple[int, int]:
     nz = pod.non_zero_requests
     return (nz.milli_cpu, nz.memory)
@@ -49,6 +50,7 @@ class NodeResourcesFit:
     name: ClassVar[str] = "NodeResourcesFit"
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
+        self.device_classes = handle.store("deviceclasses") if handle is not None else None
         self.ignored_resources = frozenset(arg_field(args, "ignored_resources", "ignoredResources") or ())
         self.ignored_groups = frozenset(
             arg_field(args, "ignored_resource_groups", "ignoredResourceGroups") or ()
@@ -78,10 +80,15 @@ class NodeResourcesFit:
             bool(self.ignored_groups) and name.split("/", 1)[0] in self.ignored_groups
         )
 
-    def _wanted(self, pod: PodInfo) -> tuple[int, int, int, tuple[tuple[str, int], ...]]:
+    def _wanted(self, pod: PodInfo) -> tuple[int, int, int, tuple[tuple[str, int], ...], frozenset[str]]:
+        """cpu, memory, ephemeral storage, the other resources, and those of them DRA may provide."""
         req = pod.requests
         scalars = tuple((n, q) for n, q in req.scalar.items() if q > 0 and not self._ignored(n))
-        return (req.milli_cpu, req.memory, req.ephemeral_storage, scalars)
+        dra: frozenset[str] = frozenset()
+        if scalars and self.device_classes is not None and len(self.device_classes):
+            resolver = ClassResolver(self.device_classes.list())
+            dra = frozenset(n for n in backed_requests(pod, resolver) if resolver.get(n) is not None)
+        return (req.milli_cpu, req.memory, req.ephemeral_storage, scalars, dra)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
         state[_FILTER_KEY] = self._wanted(pod)
@@ -91,7 +98,7 @@ class NodeResourcesFit:
         want = state.get(_FILTER_KEY)
         if want is None:  # PreFilter disabled
             want = state[_FILTER_KEY] = self._wanted(pod)
-        cpu, mem, eph, scalars = want
+        cpu, mem, eph, scalars, dra = want
         alloc = node.allocatable
         reasons: list[str] | None = None
         if len(node.pods) + 1 > alloc.allowed_pod_number:
@@ -111,6 +118,8 @@ class NodeResourcesFit:
             unresolvable |= eph > alloc.ephemeral_storage
         for name, q in scalars:
             have = alloc.scalar.get(name, 0)
+            if have <= 0 and name in dra:
+                continue
             if q > have - used.scalar.get(name, 0):
                 reasons = (reasons or []) + [f"Insufficient {name}"]
                 unresolvable |= q > have
@@ -127,7 +136,7 @@ class NodeResourcesFit:
         want = state.get(_FILTER_KEY)
         if want is None:
             want = state[_FILTER_KEY] = self._wanted(pod)
-        cpu, mem, eph, scalars = want
+        cpu, mem, eph, scalars, _ = want
         if eph or scalars:
             return filter_each(self.filter, state, pod, nodes)
         failed = [i for i, ni in enumerate(nodes) if (f := ni.free)[0] <= 0 or cpu > f[1] or mem > f[2]]

@@ -409,3 +409,107 @@ def test_partitions_of_one_device_are_not_given_beyond_its_counters(world: World
     finally:
         for name in names:
             api_request(world.admin, "DELETE", f"{DRA}/resourceslices/{name}")
+
+
+def extended_pod(
+    world: World, name: str, resource: str, count: int, node: str | None = None
+) -> dict[str, Any]:
+    """A pod asking for ``count`` of an extended resource in its one container."""
+    spec: dict[str, Any] = {
+        "schedulerName": world.scheduler,
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {resource: str(count)}, "limits": {resource: str(count)}},
+            }
+        ],
+    }
+    if node:
+        field = {"key": "metadata.name", "operator": "In", "values": [node]}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [field]}]
+                }
+            }
+        }
+    return api_request(
+        world.admin,
+        "POST",
+        f"/api/v1/namespaces/{world.namespace}/pods",
+        body={"metadata": {"name": name}, "spec": spec},
+    )
+
+
+def extended_claim(world: World, pod: str) -> dict[str, Any]:
+    """The claim the scheduler wrote for the pod's extended resources, as its status names it."""
+    status = world.pod_status(pod)["status"]["extendedResourceClaimStatus"]
+    return world.read_claim(status["resourceClaimName"])
+
+
+def test_an_extended_resource_of_a_device_class_is_allocated_through_a_claim_the_scheduler_writes(
+    world: World,
+) -> None:
+    resource = f"{world.device_class}.example.com/gpu"
+    api_request(
+        world.admin,
+        "PATCH",
+        f"{DRA}/deviceclasses/{world.device_class}",
+        body={"spec": {"extendedResourceName": resource}},
+        content_type="application/merge-patch+json",
+    )
+    pod = extended_pod(world, "p", resource, 2)
+    assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    status = world.pod_status("p")["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": "c", "resourceName": resource, "requestName": "container-0-request-0"}
+    ]
+    claim = world.read_claim(status["resourceClaimName"])
+    assert claim["metadata"]["name"].startswith("p-extended-resources-")
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert [(o["uid"], o["controller"]) for o in claim["metadata"]["ownerReferences"]] == [
+        (pod["metadata"]["uid"], True)
+    ]
+    assert claim["spec"]["devices"]["requests"] == [
+        {
+            "name": "container-0-request-0",
+            "exactly": {"deviceClassName": world.device_class, "allocationMode": "ExactCount", "count": 2},
+        }
+    ]
+    assert sorted(allocated_devices(claim)) == ["gpu-0", "gpu-1"]
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+
+    # both devices are taken: the next pod waits, under the class's own name as well
+    extended_pod(world, "q", f"deviceclass.resource.kubernetes.io/{world.device_class}", 1)
+    world.unschedulable_message("q", "cannot allocate all claims")
+    # the first pod goes, and its claim with it (the resourceclaim controller's part)
+    api_request(world.admin, "DELETE", f"/api/v1/namespaces/{world.namespace}/pods/p?gracePeriodSeconds=0")
+    world.delete_claim(claim["metadata"]["name"])
+    assert bound_node(world.admin, world.namespace, "q") == world.node_with_gpus
+    assert len(allocated_devices(extended_claim(world, "q"))) == 1
+
+
+def test_a_node_whose_device_plugin_offers_the_resource_needs_no_claim(world: World) -> None:
+    resource = f"{world.device_class}.example.com/gpu"
+    api_request(
+        world.admin,
+        "PATCH",
+        f"{DRA}/deviceclasses/{world.device_class}",
+        body={"spec": {"extendedResourceName": resource}},
+        content_type="application/merge-patch+json",
+    )
+    node = api_request(world.admin, "GET", f"/api/v1/nodes/{world.other_node}")
+    node["status"]["capacity"][resource] = "1"
+    node["status"]["allocatable"] = {**node["status"].get("allocatable", {}), resource: "1"}
+    api_request(world.admin, "PUT", f"/api/v1/nodes/{world.other_node}/status", body=node)
+    extended_pod(world, "p", resource, 1, node=world.other_node)
+    assert bound_node(world.admin, world.namespace, "p") == world.other_node
+    assert not world.pod_status("p")["status"].get("extendedResourceClaimStatus")
+    claims = api_request(world.admin, "GET", f"{DRA}/namespaces/{world.namespace}/resourceclaims")["items"]
+    assert claims == []
+    # the device plugin's one is taken: a second pod for that node does not fit there
+    extended_pod(world, "q", resource, 1, node=world.other_node)
+    world.unschedulable_message("q", f"Insufficient {resource}")

@@ -34,7 +34,13 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.deploy.kube import Cluster
 from scheduler.deploy.waiting import poll
-from scheduler.plugins.dynamicresources.writes import bind_claim
+from scheduler.plugins.dynamicresources.extended import in_memory_claim
+from scheduler.plugins.dynamicresources.writes import (
+    bind_claim,
+    create_claim,
+    delete_claim,
+    remove_reservation,
+)
 from scheduler.serving.authentication import Credentials
 from scheduler.serving.authorization import Decision
 from scheduler.serving.delegation import Delegation
@@ -66,9 +72,15 @@ CLUSTER_WIDE: set[Rule] = {
         for v in ("list", "watch")
         for r in ("deviceclasses", "devicetaintrules", "resourceslices")
     },
-    *{(v, "resource.k8s.io", "resourceclaims", "") for v in ("get", "list", "watch", "patch")},
-    ("update", "resource.k8s.io", "resourceclaims/status", ""),
-    ("update", "resource.k8s.io", "resourceclaims/binding", ""),
+    *{
+        (v, "resource.k8s.io", "resourceclaims", "")
+        for v in ("get", "list", "watch", "patch", "create", "delete")
+    },
+    *{
+        (v, "resource.k8s.io", r, "")
+        for v in ("update", "patch")
+        for r in ("resourceclaims/status", "resourceclaims/binding")
+    },
     ("create", "", "pods/binding", ""),
     ("patch", "", "pods/status", ""),
     ("patch", "", "persistentvolumeclaims", ""),
@@ -216,6 +228,16 @@ def test_the_service_account_runs_the_schedulers_code(
         written = api_request(admin, "GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/claim")
         assert written["status"]["allocation"]["devices"]["results"] == [result]
         assert [r["uid"] for r in written["status"]["reservedFor"]] == [preemptor.uid]
+        # ... and Unreserve takes the reservation back; a claim for extended resources is
+        # created, written and deleted
+        remove_reservation(sa, written, preemptor)
+        written = api_request(admin, "GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/claim")
+        assert not written["status"].get("reservedFor")
+        planned = in_memory_claim(preemptor)
+        planned["spec"] = claim["spec"]
+        created = create_claim(sa, planned)
+        bind_claim(sa, created, preemptor, {"devices": {"results": [result]}}, threading.Event())
+        delete_claim(sa, created)
     finally:
         core.delete_node(node)
     # the secure port: the client CA read from the cluster, a token reviewed, a request authorized

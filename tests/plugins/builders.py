@@ -289,6 +289,9 @@ class FakeStore:
     def list(self) -> list[dict[str, Any]]:
         return list(self._objs.values())
 
+    def __len__(self) -> int:
+        return len(self._objs)
+
 
 class FakeHandle:
     """A :class:`scheduler.core.framework.Handle` for unit tests (no API client)."""

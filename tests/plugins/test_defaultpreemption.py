@@ -38,7 +38,12 @@ FOO = "example.com/foo"
 class Handle:
     def __init__(self, cache: Cache, pods: FakeStore, pdbs: FakeStore) -> None:
         self.snapshot = cache
-        self._stores = {"pods": pods, "poddisruptionbudgets": pdbs, "namespaces": FakeStore()}
+        self._stores = {
+            "pods": pods,
+            "poddisruptionbudgets": pdbs,
+            "namespaces": FakeStore(),
+            "deviceclasses": FakeStore(),
+        }
         self.framework: Any = None
         self.api_client = None
         self.scheduler_name = "default-scheduler"

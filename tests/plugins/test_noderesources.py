@@ -12,7 +12,8 @@ from scheduler.config.pluginargs import (
     UtilizationShapePoint,
 )
 from scheduler.core.framework import Code
-from scheduler.plugins.noderesources import NodeResourcesFit, is_extended_resource_name
+from scheduler.core.resources import is_extended_resource_name
+from scheduler.plugins.noderesources import NodeResourcesFit
 from scheduler.plugins.noderesources_scoring import broken_linear
 
 from .builders import container, node_info, pod_info, run_filter, run_score

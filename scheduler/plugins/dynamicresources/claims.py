@@ -71,20 +71,34 @@ class Assumed:
     """Allocations decided here and not yet in the informer's copy of their claims.
 
     Keyed by the claim's UID; an entry goes when the informer shows the claim
-    allocated (or gone), or when the pod's binding fails (Unreserve)."""
+    allocated (or gone), or when the pod's binding fails (Unreserve). The claim
+    for a pod's extended resources is not written until PreBind: its entry is
+    kept under a temporary UID until then (:meth:`rename`), gone or not."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, set[DeviceID]] = {}
         """Claim UID -> the devices allocated to it (admin access takes none)."""
+        self._unwritten: set[str] = set()
 
-    def add(self, uid: str, devices: set[DeviceID]) -> None:
+    def add(self, uid: str, devices: set[DeviceID], unwritten: bool = False) -> None:
         with self._lock:
             self._entries[uid] = devices
+            if unwritten:
+                self._unwritten.add(uid)
+
+    def rename(self, uid: str, new_uid: str) -> None:
+        """The unwritten claim ``uid`` now exists as ``new_uid``."""
+        with self._lock:
+            devices = self._entries.pop(uid, None)
+            self._unwritten.discard(uid)
+            if devices is not None:
+                self._entries[new_uid] = devices
 
     def drop(self, uid: str) -> None:
         with self._lock:
             self._entries.pop(uid, None)
+            self._unwritten.discard(uid)
 
     def holds(self, uid: str) -> bool:
         """The claim's allocation is being made here (kube-scheduler's pending allocation)."""
@@ -106,7 +120,9 @@ class Assumed:
                     present[uid] = c
             for uid in list(self._entries):
                 c = present.get(uid)
-                if c is None or allocation(c):
+                if c is None and uid in self._unwritten:
+                    used |= self._entries[uid]
+                elif c is None or allocation(c):
                     del self._entries[uid]
                 else:
                     used |= self._entries[uid]

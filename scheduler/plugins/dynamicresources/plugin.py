@@ -19,14 +19,21 @@ kube-scheduler's plugin (``pkg/scheduler/framework/plugins/dynamicresources``):
 * PreBind writes it (:mod:`.writes`): the delete-protection finalizer, then
   ``status.allocation`` and the pod in ``status.reservedFor``.
 
-Pods without claims skip the plugin.
+Extended resources that a DeviceClass provides (:mod:`.extended`) are allocated
+the same way, through a claim for the pod planned per node in Filter and
+created in PreBind; Unreserve deletes it again, and PostFilter deletes one an
+earlier, failed binding left behind.
+
+Pods with neither claims nor such resources skip the plugin.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from scheduler.core.framework import (
@@ -45,7 +52,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.dynamicresources import writes
+from scheduler.plugins.dynamicresources import extended, writes
 from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
@@ -75,6 +82,28 @@ _KEY = NAME
 Obj = Mapping[str, Any]
 
 
+@dataclass(slots=True)
+class _Extended:
+    """The pod's extended resources that DeviceClasses provide."""
+
+    resolver: extended.ClassResolver
+    resources: dict[str, int]
+    claim: dict[str, Any]
+    """The claim to write (not yet named), or one an earlier attempt wrote (``stale``)."""
+    stale: bool
+    plans: dict[frozenset[str], tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
+    """The resources a node leaves to DRA -> the claim for them and the request mappings."""
+
+    def plan(self, pod: PodInfo, wanted: dict[str, int]) -> tuple[dict[str, Any], list[dict[str, str]]]:
+        key = frozenset(wanted)
+        if key not in self.plans:
+            requests, mappings = extended.requests_and_mappings(pod, wanted, self.resolver)
+            claim = copy.copy(self.claim)
+            claim["spec"] = {"devices": {"requests": requests}}
+            self.plans[key] = (claim, mappings)
+        return self.plans[key]
+
+
 class _State:
     __slots__ = (
         "claims",
@@ -86,6 +115,8 @@ class _State:
         "in_use",
         "by_node",
         "unavailable",
+        "extended",
+        "extended_by_node",
     )
 
     def __init__(self) -> None:
@@ -102,6 +133,10 @@ class _State:
         self.by_node: dict[str, list[Allocation]] = {}
         self.unavailable: dict[str, Obj] = {}
         """Allocated claims a node was refused for (by UID): PostFilter may take them back."""
+        self.extended: _Extended | None = None
+        self.extended_by_node: dict[str, tuple[dict[str, Any], list[dict[str, str]]]] = {}
+        """Node -> the claim for the extended resources it leaves to DRA, and the mappings;
+        its allocation is the last of ``by_node``'s."""
 
 
 class DynamicResources:
@@ -147,15 +182,30 @@ class DynamicResources:
         claims = self._pod_claims(pod)
         return claims if isinstance(claims, Status) else None
 
+    def _extended(self, pod: PodInfo) -> _Extended | None:
+        """The pod's extended resources that DeviceClasses provide (``preFilterExtendedResources``)."""
+        if not pod.requests.scalar or not len(self.classes):
+            return None
+        resolver = extended.ClassResolver(self.classes.list())
+        resources = extended.backed_requests(pod, resolver)
+        if not resources:
+            return None
+        found = extended.find_claim(pod, self.claims.list())
+        if found is not None:
+            return _Extended(resolver, resources, dict(found), stale=True)
+        return _Extended(resolver, resources, extended.in_memory_claim(pod), stale=False)
+
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
-        if not pod.spec.get("resourceClaims"):
+        ext = self._extended(pod)
+        if not pod.spec.get("resourceClaims") and ext is None:
             return SKIP
         claims = self._pod_claims(pod)
         if isinstance(claims, Status):
             return claims
-        if not claims:
+        if not claims and ext is None:
             return SKIP
         s = _State()
+        s.extended = ext
         for claim in claims:
             alloc = allocation(claim)
             if alloc:
@@ -172,7 +222,7 @@ class DynamicResources:
             else:
                 s.pending.append(claim)
             s.claims.append(claim)
-        if s.pending:
+        if s.pending or (ext is not None and not ext.stale):
             s.classes = {c["metadata"]["name"]: c for c in self.classes.list()}
             missing = _missing_class(s.pending, s.classes)
             if missing:
@@ -189,11 +239,19 @@ class DynamicResources:
         s: _State | None = state.get(_KEY)
         if s is None:
             return None
+        pending = s.pending
+        if s.extended is not None:
+            planned = self._filter_extended(s.extended, pod, node)
+            if isinstance(planned, Status):
+                return planned
+            if planned is not None:
+                s.extended_by_node[node.name] = planned
+                pending = [*pending, planned[0]]
         for claim, sel in s.selectors:
             if not sel.matches(node.labels, node.name):
                 s.unavailable.setdefault(claim["metadata"].get("uid", ""), claim)
                 return unresolvable(ERR_NOT_ON_NODE)
-        if not s.pending:
+        if not pending:
             return None
         allocator = Allocator(
             self.compiler,
@@ -202,7 +260,7 @@ class DynamicResources:
             s.in_use,
         )
         try:
-            result = allocator.allocate(s.pending)
+            result = allocator.allocate(pending)
         except AllocationError as e:
             # As kube-scheduler: a claim that can never be allocated as written (a selector
             # that fails, a pool being updated under allocationMode All) aborts the attempt
@@ -212,6 +270,25 @@ class DynamicResources:
             return unresolvable(ERR_CANNOT_ALLOCATE)
         s.by_node[node.name] = result
         return None
+
+    @staticmethod
+    def _filter_extended(
+        ext: _Extended, pod: PodInfo, node: NodeInfo
+    ) -> tuple[dict[str, Any], list[dict[str, str]]] | Status | None:
+        """The claim for what this node leaves to DRA, None when its device plugins provide
+        everything (``filterExtendedResources``)."""
+        if ext.stale:
+            # Written by an attempt whose binding failed: PostFilter deletes it, and the
+            # next attempt starts anew.
+            return unschedulable("cannot schedule extended resource claim")
+        allocatable = node.allocatable.scalar
+        wanted = {}
+        for name, q in ext.resources.items():
+            if ext.resolver.get(name) is not None and allocatable.get(name, 0) == 0:
+                wanted[name] = q
+            elif name not in allocatable:
+                return unschedulable("cannot fit resource")
+        return ext.plan(pod, wanted) if wanted else None
 
     # --- PostFilter -------------------------------------------------------------------
 
@@ -235,6 +312,14 @@ class DynamicResources:
                 V(2), "Deallocated claim", extra=kv(pod=pod.key, claim=f"{meta['namespace']}/{meta['name']}")
             )
             return None, unschedulable("deallocation of ResourceClaim completed")
+        if s is not None and s.extended is not None and s.extended.stale:
+            claim = s.extended.claim
+            try:
+                writes.delete_claim(self.handle.api_client, claim)
+            except writes.ClaimWriteError as e:
+                return None, error(str(e))
+            logger.log(V(2), "Deleted stale claim", extra=kv(pod=pod.key, claim=claim["metadata"]["name"]))
+            return None, unschedulable("deletion of ResourceClaim completed")
         return None, unschedulable()
 
     # --- Score ------------------------------------------------------------------------
@@ -257,27 +342,50 @@ class DynamicResources:
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         s: _State | None = state.get(_KEY)
-        if s is None or not s.pending:
+        if s is None:
+            return None
+        ext = s.extended_by_node.get(node_name)
+        pending = s.pending if ext is None else [*s.pending, ext[0]]
+        if not pending:
             return None
         allocs = s.by_node.get(node_name)
         if allocs is None:
             return error(f"no allocation computed for node {node_name}")
         chosen: list[tuple[Obj, dict[str, Any]]] = []
         state[_KEY + "/chosen"] = chosen
-        for claim, alloc in zip(s.pending, allocs, strict=True):
+        for claim, alloc in zip(pending, allocs, strict=True):
             try:
                 status = alloc.status(claim, s.classes, node_name)
             except AllocationError as e:
                 self.unreserve(state, pod, node_name)
                 return error(f"create NodeSelector for claim {claim['metadata']['name']}: {e}")
             devices = {r.device.id for r in alloc.results if not r.admin_access}
-            self.assumed.add(claim["metadata"].get("uid", ""), devices)
+            self.assumed.add(
+                claim["metadata"].get("uid", ""), devices, unwritten=ext is not None and claim is ext[0]
+            )
             chosen.append((claim, status))
+        if ext is not None:
+            state[_KEY + "/extended"] = (ext[0], chosen[-1][1], ext[1])
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Forget the allocations; take back what PreBind wrote: the pod's reservations, and
+        the claim created for its extended resources."""
         for claim, _ in state.get(_KEY + "/chosen") or ():
             self.assumed.drop(claim["metadata"].get("uid", ""))
+        api = self.handle.api_client
+        for claim in state.get(_KEY + "/reserved") or ():
+            try:
+                writes.remove_reservation(api, claim, pod)
+            except writes.ClaimWriteError as e:
+                logger.warning("Reservation not taken back", extra=kv(pod=pod.key, err=str(e)))
+        created = state.get(_KEY + "/created")
+        if created is not None:
+            self.assumed.drop(created["metadata"].get("uid", ""))
+            try:
+                writes.delete_claim(api, created)
+            except writes.ClaimWriteError as e:
+                logger.warning("Claim not deleted", extra=kv(pod=pod.key, err=str(e)))
 
     # --- PreBind ------------------------------------------------------------------------
 
@@ -285,19 +393,39 @@ class DynamicResources:
         s: _State | None = state.get(_KEY)
         if s is None:
             return None
+        api = self.handle.api_client
         chosen = {claim["metadata"].get("uid"): status for claim, status in state.get(_KEY + "/chosen") or ()}
+        reserved: list[Obj] = []
+        state[_KEY + "/reserved"] = reserved
         for claim in s.claims:
             uid = claim["metadata"].get("uid")
             try:
-                writes.bind_claim(self.handle.api_client, claim, pod, chosen.get(uid), self._stopping)
+                reserved.append(writes.bind_claim(api, claim, pod, chosen.get(uid), self._stopping))
             except writes.ClaimWriteError as e:
-                logger.log(
-                    V(2),
-                    "Claim not written",
-                    extra=kv(pod=pod.key, claim=claim["metadata"]["name"], err=str(e)),
-                )
-                return error(f"binding claim {claim['metadata']['name']}: {e}")
+                return self._not_written(pod, claim["metadata"]["name"], e)
+        ext = state.get(_KEY + "/extended")
+        if ext is None:
+            return None
+        planned, allocation, mappings = ext
+        try:
+            created = writes.create_claim(api, planned)
+        except writes.ClaimWriteError as e:
+            return self._not_written(pod, planned["metadata"]["generateName"], e)
+        state[_KEY + "/created"] = created
+        name = created["metadata"]["name"]
+        self.assumed.rename(planned["metadata"]["uid"], created["metadata"].get("uid", ""))
+        logger.log(V(5), "Created claim for extended resources", extra=kv(pod=pod.key, claim=name))
+        try:
+            writes.bind_claim(api, created, pod, allocation, self._stopping)
+            writes.set_pod_extended_status(api, pod, name, mappings)
+        except writes.ClaimWriteError as e:
+            return self._not_written(pod, name, e)
         return None
+
+    @staticmethod
+    def _not_written(pod: PodInfo, claim: str, e: Exception) -> Status:
+        logger.log(V(2), "Claim not written", extra=kv(pod=pod.key, claim=claim, err=str(e)))
+        return error(f"binding claim {claim}: {e}")
 
     def stop(self) -> None:
         self._stopping.set()
