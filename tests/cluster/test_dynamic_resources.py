@@ -45,8 +45,11 @@ class World:
         count: int = 1,
         selectors: list[str] = (),  # type: ignore[assignment]
         config: list[dict[str, Any]] | None = None,
+        capacity: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         exactly: dict[str, Any] = {"deviceClassName": self.device_class, "count": count}
+        if capacity:
+            exactly["capacity"] = {"requests": capacity}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
         devices: dict[str, Any] = {"requests": [{"name": "gpu", "exactly": exactly}]}
@@ -513,3 +516,49 @@ def test_a_node_whose_device_plugin_offers_the_resource_needs_no_claim(world: Wo
     # the device plugin's one is taken: a second pod for that node does not fit there
     extended_pod(world, "q", resource, 1, node=world.other_node)
     world.unschedulable_message("q", f"Insufficient {resource}")
+
+
+def test_allocations_share_a_device_while_its_capacity_lasts(world: World) -> None:
+    """As upstream's "must allow multiple allocations and consume capacity": 4Gi and 4Gi of an
+    8Gi device fit, 8Gi more waits until both are gone."""
+    name = f"{world.node_with_gpus}-shared"
+    shared = {"name": "shared", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "8Gi"}}}
+    api_request(
+        world.admin,
+        "POST",
+        f"{DRA}/resourceslices",
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "driver": world.driver,
+                "nodeName": world.node_with_gpus,
+                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [shared],
+            },
+        },
+    )
+    try:
+        only_shared = ["device.allowMultipleAllocations"]
+        for claim, amount in (("a", "4Gi"), ("b", "8Gi"), ("c", "4Gi")):
+            world.claim(claim, selectors=only_shared, capacity={"memory": amount})
+        world.pod("pa", claim="a")
+        assert bound_node(world.admin, world.namespace, "pa") == world.node_with_gpus
+        world.pod("pb", claim="b")
+        world.unschedulable_message("pb", "cannot allocate all claims")
+        world.pod("pc", claim="c")
+        assert bound_node(world.admin, world.namespace, "pc") == world.node_with_gpus
+        results = [world.read_claim(c)["status"]["allocation"]["devices"]["results"][0] for c in ("a", "c")]
+        assert [r["device"] for r in results] == ["shared", "shared"]
+        assert [r["consumedCapacity"] for r in results] == [{"memory": "4Gi"}] * 2
+        assert results[0]["shareID"] != results[1]["shareID"]
+        for pod, claim in (("pa", "a"), ("pc", "c")):
+            api_request(
+                world.admin, "DELETE", f"/api/v1/namespaces/{world.namespace}/pods/{pod}?gracePeriodSeconds=0"
+            )
+            world.delete_claim(claim)
+        assert bound_node(world.admin, world.namespace, "pb") == world.node_with_gpus
+        assert world.read_claim("b")["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] == {
+            "memory": "8Gi"
+        }
+    finally:
+        api_request(world.admin, "DELETE", f"{DRA}/resourceslices/{name}")

@@ -32,18 +32,25 @@ request cannot be met, and the first complete solution wins.
   is only allocated while its pool's counters, less what allocated devices and
   those chosen so far consume, cover what it consumes.
 
-Not yet: consumable capacity and binding conditions; a device with binding
-conditions is left out.
+* Consumable capacity (:mod:`.capacity`): a device with
+  ``allowMultipleAllocations`` stays available to further allocations while
+  their shares of its capacity fit; a request's ``capacity.requests`` must fit
+  the device it gets, shared or not.
+
+Not yet: binding conditions; a device with binding conditions is left out.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from scheduler.core.resources import parse_quantity
+from scheduler.plugins.dynamicresources import capacity
+from scheduler.plugins.dynamicresources.capacity import Capacity
 from scheduler.plugins.dynamicresources.cel import Compiler, SelectorError, attribute_value, device_view
 from scheduler.plugins.nodeselector import compile_node_selector_terms
 from scheduler.plugins.taints import tolerations_tolerate_taint
@@ -73,6 +80,8 @@ class Device:
     """The slice's (or device's) node selector, None when it is for all nodes or node-local."""
     taints: list[Obj] = field(default_factory=list)
     """The device's own taints and those DeviceTaintRules give it."""
+    shared: bool = False
+    """``allowMultipleAllocations``: allocations share it, each taking part of its capacity."""
 
 
 Counters = dict[str, dict[str, Decimal]]
@@ -100,6 +109,22 @@ class Result:
     device: Device
     admin_access: bool
     tolerations: list[Obj]
+    share_id: str | None = None
+    consumed: Capacity | None = None
+    """Of a shared device: what this allocation takes of its capacity."""
+
+
+@dataclass(slots=True)
+class Held:
+    """What allocations hold: whole devices, and the capacity they take of shared ones."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared: dict[DeviceID, Capacity] = field(default_factory=dict)
+
+    def add(self, other: Held) -> None:
+        self.devices |= other.devices
+        for device, amount in other.shared.items():
+            capacity.add(self.shared, device, amount)
 
 
 @dataclass(slots=True)
@@ -124,6 +149,13 @@ class Allocation:
                 entry["adminAccess"] = True
             if r.tolerations:
                 entry["tolerations"] = [dict(t) for t in r.tolerations]
+            if r.share_id is not None:
+                entry["shareID"] = r.share_id
+                cap = r.device.spec.get("capacity")
+                entry["consumedCapacity"] = {
+                    k: capacity.format_quantity(v, capacity.is_binary(cap, k))
+                    for k, v in (r.consumed or {}).items()
+                }
             results.append(entry)
         config = _configs(claim, classes, {r.request for r in self.results})
         out: dict[str, Any] = {"devices": {"results": results}}
@@ -132,6 +164,18 @@ class Allocation:
         selector = self.node_selector(node_name)
         if selector is not None:
             out["nodeSelector"] = selector
+        return out
+
+    def held(self) -> Held:
+        """What the allocation holds (admin access holds nothing)."""
+        out = Held()
+        for r in self.results:
+            if r.admin_access:
+                continue
+            if r.share_id is not None:
+                capacity.add(out.shared, r.device.id, r.consumed or {})
+            else:
+                out.devices.add(r.device.id)
         return out
 
     def node_selector(self, node_name: str) -> dict[str, Any] | None:
@@ -314,6 +358,7 @@ def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mappi
         node_local, selector = here
         device = Device((driver, pool, d.get("name", "")), d, device_view(driver, d), node_local, selector)
         device.taints.extend(d.get("taints") or ())
+        device.shared = bool(d.get("allowMultipleAllocations"))
         out.append(device)
     return out
 
@@ -343,11 +388,16 @@ class Allocator:
         classes: Mapping[str, Obj],
         pools: Sequence[Pool],
         in_use: set[DeviceID],
+        shared: Mapping[DeviceID, Capacity] | None = None,
     ) -> None:
         self._compiler = compiler
         self._classes = classes
         self._pools = pools
         self._in_use = in_use
+        self._shared = shared or {}
+        """Shared devices -> the capacity allocated claims take of them."""
+        self._allocating: dict[DeviceID, Capacity] = {}
+        """Shared devices -> the capacity this allocation takes of them."""
         self._match_memo: dict[tuple[int, DeviceID], bool] = {}
         self._by_pool = {(p.driver, p.name): p for p in pools}
         self._available: dict[tuple[str, str], Counters] = {}
@@ -402,15 +452,21 @@ class Allocator:
                 candidates = self._candidates(claims[ci], name, sub)
                 choices = self._combinations(candidates, int(sub.get("count") or 1), taken, admin)
             mark = len(alloc.results)
+            requested = (sub.get("capacity") or {}).get("requests")
             for chosen in choices:
                 if not self._consume(chosen, +1):
                     continue
-                alloc.results.extend(Result(name, d, admin, tolerations) for d in chosen)
-                if not self._constraints_hold(claims[ci], alloc):
-                    del alloc.results[mark:]
+                results = self._take_capacity(chosen, requested, name, admin, tolerations)
+                if results is None:
                     self._consume(chosen, -1)
                     continue
-                new = {d.id for d in chosen} if not admin else set()
+                alloc.results.extend(results)
+                if not self._constraints_hold(claims[ci], alloc):
+                    del alloc.results[mark:]
+                    self._release_capacity(results)
+                    self._consume(chosen, -1)
+                    continue
+                new = {d.id for d in chosen if not d.shared} if not admin else set()
                 taken |= new
                 bonus = MAX_FIRST_AVAILABLE_SCORE - index if req.get("firstAvailable") else 0
                 alloc.score += bonus
@@ -419,8 +475,44 @@ class Allocator:
                 alloc.score -= bonus
                 taken -= new
                 del alloc.results[mark:]
+                self._release_capacity(results)
                 self._consume(chosen, -1)
         return False
+
+    # --- consumable capacity (shared devices) ---
+
+    def _take_capacity(
+        self, chosen: Sequence[Device], requested: Obj | None, name: str, admin: bool, tolerations: list[Obj]
+    ) -> list[Result] | None:
+        """The results for the chosen devices, with what each takes of a shared device's
+        capacity; None when a device's capacity cannot meet the request."""
+        out = []
+        for d in chosen:
+            cap = d.spec.get("capacity")
+            take = capacity.consumed(requested, cap)
+            if take is None:
+                self._release_capacity(out)
+                return None
+            if not d.shared:
+                if not capacity.fits(take, cap):
+                    self._release_capacity(out)
+                    return None
+                out.append(Result(name, d, admin, tolerations))
+                continue
+            if not capacity.fits(take, cap, self._shared.get(d.id, {}), self._allocating.get(d.id, {})):
+                self._release_capacity(out)
+                return None
+            capacity.add(self._allocating, d.id, take)
+            out.append(Result(name, d, admin, tolerations, str(uuid.uuid4()), take))
+        return out
+
+    def _release_capacity(self, results: Sequence[Result]) -> None:
+        for r in results:
+            if r.consumed is not None:
+                capacity.add(self._allocating, r.device.id, r.consumed, -1)
+
+    def _capacity_in_use(self, device: DeviceID) -> bool:
+        return device in self._shared or device in self._allocating
 
     # --- shared counters (partitionable devices) ---
 
@@ -435,6 +527,8 @@ class Allocator:
             uses = pool.consumes.get(d.id[2]) if pool is not None else None
             if not uses or pool is None:
                 continue
+            if d.shared and self._capacity_in_use(d.id):
+                continue  # a shared device consumes its counters once, with its first allocation
             available = self._pool_available(pool)
             consumed = self._consumed.setdefault(key, {})
             for cs, counters in uses.items():
@@ -454,7 +548,8 @@ class Allocator:
         if have is None:
             have = {cs: dict(counters) for cs, counters in pool.counters.items()}
             for device, uses in pool.consumes.items():
-                if (pool.driver, pool.name, device) not in self._in_use:
+                device_id = (pool.driver, pool.name, device)
+                if device_id not in self._in_use and device_id not in self._shared:
                     continue
                 for cs, counters in uses.items():
                     for name, value in counters.items():
@@ -578,14 +673,19 @@ def _key(claim: Obj) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def allocated_devices(claims: Iterable[Obj]) -> set[DeviceID]:
-    """The devices held by allocated claims (admin access holds none)."""
-    out: set[DeviceID] = set()
+def allocated(claims: Iterable[Obj]) -> Held:
+    """What allocated claims hold (admin access holds nothing; ``GatherAllocatedState``)."""
+    out = Held()
     for claim in claims:
         alloc = (claim.get("status") or {}).get("allocation")
         if not alloc:
             continue
         for r in (alloc.get("devices") or {}).get("results") or ():
-            if not r.get("adminAccess"):
-                out.add((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+            if r.get("adminAccess"):
+                continue
+            device = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            if r.get("shareID"):
+                capacity.add(out.shared, device, capacity.result_capacity(r))
+            else:
+                out.devices.add(device)
     return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.dynamicresources.allocator import DeviceID, allocated_devices
+from scheduler.plugins.dynamicresources.allocator import Held, allocated
 
 Obj = Mapping[str, Any]
 
@@ -77,23 +77,23 @@ class Assumed:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, set[DeviceID]] = {}
-        """Claim UID -> the devices allocated to it (admin access takes none)."""
+        self._entries: dict[str, Held] = {}
+        """Claim UID -> what its allocation holds."""
         self._unwritten: set[str] = set()
 
-    def add(self, uid: str, devices: set[DeviceID], unwritten: bool = False) -> None:
+    def add(self, uid: str, held: Held, unwritten: bool = False) -> None:
         with self._lock:
-            self._entries[uid] = devices
+            self._entries[uid] = held
             if unwritten:
                 self._unwritten.add(uid)
 
     def rename(self, uid: str, new_uid: str) -> None:
         """The unwritten claim ``uid`` now exists as ``new_uid``."""
         with self._lock:
-            devices = self._entries.pop(uid, None)
+            held = self._entries.pop(uid, None)
             self._unwritten.discard(uid)
-            if devices is not None:
-                self._entries[new_uid] = devices
+            if held is not None:
+                self._entries[new_uid] = held
 
     def drop(self, uid: str) -> None:
         with self._lock:
@@ -105,11 +105,11 @@ class Assumed:
         with self._lock:
             return uid in self._entries
 
-    def in_use(self, claims: Iterable[Obj]) -> set[DeviceID]:
-        """Devices of the allocated claims and of the assumed allocations; an assumed one
-        the informer now shows allocated (or whose claim is gone) is forgotten."""
+    def in_use(self, claims: Iterable[Obj]) -> Held:
+        """What the allocated claims and the assumed allocations hold; an assumed one the
+        informer now shows allocated (or whose written claim is gone) is forgotten."""
         claims = list(claims)
-        used = allocated_devices(claims)
+        used = allocated(claims)
         with self._lock:
             if not self._entries:
                 return used
@@ -120,10 +120,8 @@ class Assumed:
                     present[uid] = c
             for uid in list(self._entries):
                 c = present.get(uid)
-                if c is None and uid in self._unwritten:
-                    used |= self._entries[uid]
-                elif c is None or allocation(c):
+                if (c is None and uid not in self._unwritten) or (c is not None and allocation(c)):
                     del self._entries[uid]
                 else:
-                    used |= self._entries[uid]
+                    used.add(self._entries[uid])
         return used

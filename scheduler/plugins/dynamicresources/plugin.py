@@ -57,7 +57,7 @@ from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
     Allocator,
-    DeviceID,
+    Held,
     SliceIndex,
     alternatives,
     claim_requests,
@@ -129,7 +129,7 @@ class _State:
         self.classes: dict[str, Obj] = {}
         self.slices = SliceIndex(())
         self.taint_rules: list[Obj] = []
-        self.in_use: set[DeviceID] = set()
+        self.in_use = Held()
         self.by_node: dict[str, list[Allocation]] = {}
         self.unavailable: dict[str, Obj] = {}
         """Allocated claims a node was refused for (by UID): PostFilter may take them back."""
@@ -257,7 +257,8 @@ class DynamicResources:
             self.compiler,
             s.classes,
             s.slices.pools_for_node(node.name, node.labels, s.taint_rules),
-            s.in_use,
+            s.in_use.devices,
+            s.in_use.shared,
         )
         try:
             result = allocator.allocate(pending)
@@ -359,9 +360,8 @@ class DynamicResources:
             except AllocationError as e:
                 self.unreserve(state, pod, node_name)
                 return error(f"create NodeSelector for claim {claim['metadata']['name']}: {e}")
-            devices = {r.device.id for r in alloc.results if not r.admin_access}
             self.assumed.add(
-                claim["metadata"].get("uid", ""), devices, unwritten=ext is not None and claim is ext[0]
+                claim["metadata"].get("uid", ""), alloc.held(), unwritten=ext is not None and claim is ext[0]
             )
             chosen.append((claim, status))
         if ext is not None:

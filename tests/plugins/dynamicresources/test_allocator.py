@@ -10,7 +10,7 @@ from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
     Allocator,
-    allocated_devices,
+    allocated,
     pools_for_node,
 )
 from scheduler.plugins.dynamicresources.cel import Compiler
@@ -187,7 +187,7 @@ def test_admin_access_may_use_devices_in_use_and_takes_none() -> None:
     assert got is not None and got[0].results[0].admin_access
     status = got[0].status(c, CLASSES, "node-a")
     assert status["devices"]["results"][0]["adminAccess"] is True
-    assert allocated_devices([{**c, "status": {"allocation": status}}]) == set()
+    assert allocated([{**c, "status": {"allocation": status}}]).devices == set()
 
 
 def test_the_allocation_of_node_local_devices_is_for_that_node() -> None:
@@ -203,7 +203,7 @@ def test_the_allocation_of_node_local_devices_is_for_that_node() -> None:
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}
         ]
     }
-    assert allocated_devices([{**c, "status": {"allocation": status}}]) == {(DRIVER, "node-a", "gpu-0")}
+    assert allocated([{**c, "status": {"allocation": status}}]).devices == {(DRIVER, "node-a", "gpu-0")}
 
 
 def test_network_devices_follow_the_slices_selector_or_none() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.podinfo import PodInfo
+from scheduler.plugins.dynamicresources.allocator import Held
 from scheduler.plugins.dynamicresources.claims import Assumed
 from scheduler.plugins.dynamicresources.extended import (
     ClassResolver,
@@ -160,13 +161,13 @@ def test_the_claim_of_an_earlier_attempt_is_found_by_annotation_and_owner() -> N
 def test_an_unwritten_claims_devices_stay_taken_until_it_exists_and_is_allocated() -> None:
     assumed = Assumed()
     dev = ("d", "pool", "gpu-0")
-    assumed.add("in-memory-1", {dev}, unwritten=True)
-    assert assumed.in_use([]) == {dev}  # no such claim in the informer: kept all the same
+    assumed.add("in-memory-1", Held({dev}), unwritten=True)
+    assert assumed.in_use([]).devices == {dev}  # no such claim in the informer: kept all the same
     assumed.rename("in-memory-1", "real")
     claim: dict[str, Any] = {"metadata": {"uid": "real"}, "status": {}}
-    assert assumed.in_use([claim]) == {dev}
-    assert assumed.in_use([]) == set()  # a written claim that is gone frees its devices
-    assumed.add("real", {dev})
+    assert assumed.in_use([claim]).devices == {dev}
+    assert assumed.in_use([]).devices == set()  # a written claim that is gone frees its devices
+    assumed.add("real", Held({dev}))
     allocated = {"metadata": {"uid": "real"}, "status": {"allocation": {"devices": {"results": []}}}}
-    assert assumed.in_use([allocated]) == set()
+    assert assumed.in_use([allocated]).devices == set()
     assert not assumed.holds("real")
