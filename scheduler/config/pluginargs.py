@@ -251,7 +251,7 @@ class DynamicResourcesArgs:
     binding_timeout: float = yaml_field(
         600.0, codec=GO_DURATION, check=Check('a duration > 0, like "10m"', lambda v: v > 0)
     )
-    """How long PreBind waits for devices' binding conditions (none are used yet)."""
+    """How long PreBind waits for devices' binding conditions, from the allocation."""
 
 
 # --- Dynamic -----------------------------------------------------------------------------------

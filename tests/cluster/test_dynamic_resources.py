@@ -562,3 +562,59 @@ def test_allocations_share_a_device_while_its_capacity_lasts(world: World) -> No
         }
     finally:
         api_request(world.admin, "DELETE", f"{DRA}/resourceslices/{name}")
+
+
+def test_the_bind_waits_for_the_binding_conditions_of_a_device(world: World) -> None:
+    """A device with a binding condition: the claim is allocated and reserved, and the pod is
+    bound only once the driver reports the condition True in the claim's device status."""
+    name = f"{world.node_with_gpus}-attached"
+    device = {"name": "attached", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}
+    api_request(
+        world.admin,
+        "POST",
+        f"{DRA}/resourceslices",
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "driver": world.driver,
+                "nodeName": world.node_with_gpus,
+                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [device],
+            },
+        },
+    )
+    try:
+        world.claim("one", selectors=[f'!has(device.attributes["{world.driver}"].index)'])
+        world.pod("p", claim="one")
+        reserved = poll(
+            lambda: (c := world.read_claim("one")).get("status", {}).get("reservedFor") and c,
+            20,
+            "the claim allocated and reserved",
+        )
+        result = reserved["status"]["allocation"]["devices"]["results"][0]
+        assert (result["device"], result["bindingConditions"]) == ("attached", ["Attached"])
+        assert reserved["status"]["allocation"]["allocationTimestamp"]
+        assert not world.pod_status("p")["spec"].get("nodeName")  # waiting for the driver
+        # the driver reports the device attached
+        reserved["status"]["devices"] = [
+            {
+                "driver": world.driver,
+                "pool": name,
+                "device": "attached",
+                "conditions": [
+                    {
+                        "type": "Attached",
+                        "status": "True",
+                        "reason": "Attached",
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            }
+        ]
+        api_request(
+            world.admin, "PUT", f"{DRA}/namespaces/{world.namespace}/resourceclaims/one/status", body=reserved
+        )
+        assert bound_node(world.admin, world.namespace, "p") == world.node_with_gpus
+    finally:
+        api_request(world.admin, "DELETE", f"{DRA}/resourceslices/{name}")

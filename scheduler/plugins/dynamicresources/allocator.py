@@ -37,7 +37,9 @@ request cannot be met, and the first complete solution wins.
   their shares of its capacity fit; a request's ``capacity.requests`` must fit
   the device it gets, shared or not.
 
-Not yet: binding conditions; a device with binding conditions is left out.
+* Binding conditions: a device's ``bindingConditions`` and
+  ``bindingFailureConditions`` go into its result (PreBind waits for them), and
+  ``bindsToNode`` keeps the allocation to the node.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ class Allocation:
                 entry["adminAccess"] = True
             if r.tolerations:
                 entry["tolerations"] = [dict(t) for t in r.tolerations]
+            if r.device.spec.get("bindingConditions"):
+                # The driver reports readiness in the claim's device status; PreBind waits.
+                entry["bindingConditions"] = list(r.device.spec["bindingConditions"])
+                entry["bindingFailureConditions"] = list(r.device.spec.get("bindingFailureConditions") or ())
             if r.share_id is not None:
                 entry["shareID"] = r.share_id
                 cap = r.device.spec.get("capacity")
@@ -181,7 +187,7 @@ class Allocation:
     def node_selector(self, node_name: str) -> dict[str, Any] | None:
         """Where the allocation can be used (``createNodeSelector``): the node itself when a
         device is node-local, the slices' selectors when they have some, else everywhere."""
-        if any(r.device.node_local for r in self.results):
+        if any(r.device.node_local or r.device.spec.get("bindsToNode") for r in self.results):
             term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
             return {"nodeSelectorTerms": [term]}
         selectors = [r.device.node_selector for r in self.results if r.device.node_selector]
@@ -348,8 +354,6 @@ def _slice_devices(s: Obj, driver: str, pool: str, node_name: str, labels: Mappi
         return []
     out = []
     for d in spec.get("devices") or ():
-        if d.get("bindingConditions"):
-            continue  # binding conditions: not yet
         if any(c.get("compatibilityGroups") for c in d.get("consumesCounters") or ()):
             continue  # an alpha feature (DRACounterCompatibilityGroups), off by default
         here = where if not spec.get("perDeviceNodeSelection") else _availability(d, node_name, labels)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -52,7 +53,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.dynamicresources import extended, writes
+from scheduler.plugins.dynamicresources import binding, extended, writes
 from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
@@ -117,6 +118,7 @@ class _State:
         "unavailable",
         "extended",
         "extended_by_node",
+        "expired",
     )
 
     def __init__(self) -> None:
@@ -133,6 +135,8 @@ class _State:
         self.by_node: dict[str, list[Allocation]] = {}
         self.unavailable: dict[str, Obj] = {}
         """Allocated claims a node was refused for (by UID): PostFilter may take them back."""
+        self.expired: list[Obj] = []
+        """Allocated claims whose binding conditions failed or timed out."""
         self.extended: _Extended | None = None
         self.extended_by_node: dict[str, tuple[dict[str, Any], list[dict[str, str]]]] = {}
         """Node -> the claim for the extended resources it leaves to DRA, and the mappings;
@@ -150,6 +154,7 @@ class DynamicResources:
         self.taint_rules = handle.store("devicetaintrules")
         self.compiler = Compiler()
         self.assumed = Assumed()
+        self.binding_timeout = float(getattr(args, "binding_timeout", 600.0))
         self._stopping = threading.Event()
 
     # --- PreEnqueue / PreFilter ---------------------------------------------------
@@ -214,6 +219,8 @@ class DynamicResources:
                 terms = (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms")
                 if terms:
                     s.selectors.append((claim, compile_node_selector_terms(terms)))
+                if binding.over(claim, self.binding_timeout):
+                    s.expired.append(claim)
             elif self.assumed.holds(claim["metadata"].get("uid", "")):
                 meta = claim["metadata"]
                 return unresolvable(
@@ -247,6 +254,10 @@ class DynamicResources:
             if planned is not None:
                 s.extended_by_node[node.name] = planned
                 pending = [*pending, planned[0]]
+        for claim in s.expired:
+            s.unavailable.setdefault(claim["metadata"].get("uid", ""), claim)
+        if s.expired:
+            return unresolvable(ERR_NOT_ON_NODE)
         for claim, sel in s.selectors:
             if not sel.matches(node.labels, node.name):
                 s.unavailable.setdefault(claim["metadata"].get("uid", ""), claim)
@@ -405,7 +416,7 @@ class DynamicResources:
                 return self._not_written(pod, claim["metadata"]["name"], e)
         ext = state.get(_KEY + "/extended")
         if ext is None:
-            return None
+            return self._wait_for_binding(pod, node_name, reserved)
         planned, allocation, mappings = ext
         try:
             created = writes.create_claim(api, planned)
@@ -416,11 +427,44 @@ class DynamicResources:
         self.assumed.rename(planned["metadata"]["uid"], created["metadata"].get("uid", ""))
         logger.log(V(5), "Created claim for extended resources", extra=kv(pod=pod.key, claim=name))
         try:
-            writes.bind_claim(api, created, pod, allocation, self._stopping)
+            written = writes.bind_claim(api, created, pod, allocation, self._stopping)
             writes.set_pod_extended_status(api, pod, name, mappings)
         except writes.ClaimWriteError as e:
             return self._not_written(pod, name, e)
-        return None
+        return self._wait_for_binding(pod, node_name, [*reserved, written])
+
+    def _wait_for_binding(self, pod: PodInfo, node_name: str, claims: list[Obj]) -> Status | None:
+        """Wait until the drivers report every binding condition of the claims' devices met
+        (the informer's copies, read every second), for at most ``bindingTimeout``."""
+        waiting = [c for c in claims if binding.waits(c)]
+        if not waiting:
+            return None
+        logger.log(
+            V(2), "Waiting for binding conditions", extra=kv(pod=pod.key, node=node_name, claims=len(waiting))
+        )
+        deadline = time.monotonic() + self.binding_timeout
+        while True:
+            pending = []
+            for claim in waiting:
+                meta = claim["metadata"]
+                seen = self.claims.get(f"{meta['namespace']}/{meta['name']}")
+                current = seen if seen is not None and binding.waits(seen) else claim
+                try:
+                    if not binding.ready(current):
+                        pending.append(current)
+                except binding.BindingFailedError as e:
+                    return error(f"device binding failed: {e}")
+            if not pending:
+                logger.log(V(2), "Binding conditions met", extra=kv(pod=pod.key, node=node_name))
+                return None
+            if time.monotonic() > deadline or any(
+                binding.timed_out(c, self.binding_timeout) for c in pending
+            ):
+                names = ", ".join(c["metadata"]["name"] for c in pending)
+                return error(f"device binding timeout: claim={names}")
+            if self._stopping.wait(1.0):
+                return error("the scheduler is stopping")
+            waiting = pending
 
     @staticmethod
     def _not_written(pod: PodInfo, claim: str, e: Exception) -> Status:
