@@ -111,6 +111,23 @@ class World:
         poll(lambda: self.app.queue.where(uid) == "gated", 20, f"{pod['metadata']['name']} held back")
         assert not self.pod_status(pod["metadata"]["name"]).get("status", {}).get("conditions")
 
+    def publish_slice(self, name: str, devices: list[dict[str, Any]]) -> None:
+        """A pool of its own (``name``) of these devices on the node with GPUs; the caller deletes it."""
+        api_request(
+            self.admin,
+            "POST",
+            f"{DRA}/resourceslices",
+            body={
+                "metadata": {"name": name},
+                "spec": {
+                    "driver": self.driver,
+                    "nodeName": self.node_with_gpus,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            },
+        )
+
     def delete_claim(self, name: str) -> None:
         """Delete the claim, and drop its finalizer as the resourceclaim controller would once
         no pod uses it."""
@@ -523,20 +540,7 @@ def test_allocations_share_a_device_while_its_capacity_lasts(world: World) -> No
     8Gi device fit, 8Gi more waits until both are gone."""
     name = f"{world.node_with_gpus}-shared"
     shared = {"name": "shared", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "8Gi"}}}
-    api_request(
-        world.admin,
-        "POST",
-        f"{DRA}/resourceslices",
-        body={
-            "metadata": {"name": name},
-            "spec": {
-                "driver": world.driver,
-                "nodeName": world.node_with_gpus,
-                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                "devices": [shared],
-            },
-        },
-    )
+    world.publish_slice(name, [shared])
     try:
         only_shared = ["device.allowMultipleAllocations"]
         for claim, amount in (("a", "4Gi"), ("b", "8Gi"), ("c", "4Gi")):
@@ -569,20 +573,7 @@ def test_the_bind_waits_for_the_binding_conditions_of_a_device(world: World) -> 
     bound only once the driver reports the condition True in the claim's device status."""
     name = f"{world.node_with_gpus}-attached"
     device = {"name": "attached", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}
-    api_request(
-        world.admin,
-        "POST",
-        f"{DRA}/resourceslices",
-        body={
-            "metadata": {"name": name},
-            "spec": {
-                "driver": world.driver,
-                "nodeName": world.node_with_gpus,
-                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                "devices": [device],
-            },
-        },
-    )
+    world.publish_slice(name, [device])
     try:
         world.claim("one", selectors=[f'!has(device.attributes["{world.driver}"].index)'])
         world.pod("p", claim="one")
