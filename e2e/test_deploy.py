@@ -63,9 +63,15 @@ CLUSTER_WIDE = {
         )
         for v in ("list", "watch")
     ),
-    *(("resourceclaims.resource.k8s.io", "", v) for v in ("get", "list", "watch", "patch")),
-    ("resourceclaims.resource.k8s.io/status", "", "update"),
-    ("resourceclaims.resource.k8s.io/binding", "", "update"),
+    *(
+        ("resourceclaims.resource.k8s.io", "", v)
+        for v in ("get", "list", "watch", "patch", "create", "delete")
+    ),
+    *(
+        (r, "", v)
+        for r in ("resourceclaims.resource.k8s.io/status", "resourceclaims.resource.k8s.io/binding")
+        for v in ("update", "patch")
+    ),
     ("pods/binding", "", "create"),
     ("pods/status", "", "patch"),
     ("persistentvolumeclaims", "", "patch"),
