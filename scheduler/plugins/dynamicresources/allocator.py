@@ -644,7 +644,14 @@ class Allocator:
     def _constraints_hold(claim: Obj, alloc: Allocation) -> bool:
         for c in ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or ():
             names = set(c.get("requests") or ())
-            devices = [r.device for r in alloc.results if not names or r.request.partition("/")[0] in names]
+            # A constraint names a request, or one sub-request of a firstAvailable list
+            # ("req/sub"): the latter applies only while that alternative is the one
+            # tried (matchAttributeConstraint.matches).
+            devices = [
+                r.device
+                for r in alloc.results
+                if not names or r.request in names or r.request.partition("/")[0] in names
+            ]
             attr = c.get("matchAttribute") or c.get("distinctAttribute")
             if not attr or not devices:
                 continue

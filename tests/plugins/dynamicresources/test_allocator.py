@@ -154,6 +154,41 @@ def test_match_attribute_backtracks_to_devices_that_agree() -> None:
     assert devices_of(allocate([s], [both])) == [["g1", "g2"]]
 
 
+def test_a_constraint_on_one_sub_request_applies_only_to_that_alternative() -> None:
+    """Upstream's e2e "chooses the correct subrequest subject to constraints": the first
+    alternative cannot meet both constraints, the second is bound by the first only."""
+
+    def dev(name: str, version: str, root: str) -> dict[str, Any]:
+        return device(name, **{"dra.example.com/version": version, "dra.example.com/pcieRoot": root})
+
+    one = slice_(
+        "one", [dev("d-1-1", "1.0.0", "bar"), dev("d-1-2", "2.0.0", "foo")], driver="one.example.com"
+    )
+    two = slice_("two", [dev("d-2-1", "1.0.0", "foo")], driver="two.example.com")
+    classes = {
+        "one": device_class("one", 'device.driver == "one.example.com"'),
+        "two": device_class("two", 'device.driver == "two.example.com"'),
+    }
+    c = claim(
+        "c",
+        first_available("request-1", sub("sub-request-1", cls="one"), sub("sub-request-2", cls="one")),
+        exactly("request-2", cls="two"),
+        constraints=[
+            {"requests": ["request-1", "request-2"], "matchAttribute": "dra.example.com/version"},
+            {
+                "requests": ["request-1/sub-request-1", "request-2"],
+                "matchAttribute": "dra.example.com/pcieRoot",
+            },
+        ],
+    )
+    got = allocate([one, two], [c], classes=classes)
+    assert got is not None
+    assert [(r.request, r.device.id[2]) for r in got[0].results] == [
+        ("request-1/sub-request-2", "d-1-1"),
+        ("request-2", "d-2-1"),
+    ]
+
+
 def test_match_attribute_rejects_devices_without_it() -> None:
     s = slice_("s", [device("g0"), device("g1")])
     c = claim("c", exactly(count=2), constraints=[{"matchAttribute": f"{DRIVER}/numa"}])
