@@ -26,7 +26,7 @@ from scheduler.core.framework import CycleState, Snapshot, Status, filter_each
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.resources import is_extended_resource_name
-from scheduler.plugins.dynamicresources.extended import ClassResolver, backed_requests
+from scheduler.plugins.dynamicresources.extended import backed_requests, cycle_resolver
 from scheduler.plugins.noderesources_scoring import (
     LEAST_ALLOCATED,
     ResourceAllocationScorer,
@@ -80,24 +80,26 @@ class NodeResourcesFit:
             bool(self.ignored_groups) and name.split("/", 1)[0] in self.ignored_groups
         )
 
-    def _wanted(self, pod: PodInfo) -> tuple[int, int, int, tuple[tuple[str, int], ...], frozenset[str]]:
+    def _wanted(
+        self, state: CycleState, pod: PodInfo
+    ) -> tuple[int, int, int, tuple[tuple[str, int], ...], frozenset[str]]:
         """cpu, memory, ephemeral storage, the other resources, and those of them DRA may provide."""
         req = pod.requests
         scalars = tuple((n, q) for n, q in req.scalar.items() if q > 0 and not self._ignored(n))
         dra: frozenset[str] = frozenset()
         if scalars and self.device_classes is not None and len(self.device_classes):
-            resolver = ClassResolver(self.device_classes.list())
+            resolver = cycle_resolver(state, self.device_classes)
             dra = frozenset(n for n in backed_requests(pod, resolver) if resolver.get(n) is not None)
         return (req.milli_cpu, req.memory, req.ephemeral_storage, scalars, dra)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
-        state[_FILTER_KEY] = self._wanted(pod)
+        state[_FILTER_KEY] = self._wanted(state, pod)
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         want = state.get(_FILTER_KEY)
         if want is None:  # PreFilter disabled
-            want = state[_FILTER_KEY] = self._wanted(pod)
+            want = state[_FILTER_KEY] = self._wanted(state, pod)
         cpu, mem, eph, scalars, dra = want
         alloc = node.allocatable
         reasons: list[str] | None = None
@@ -135,7 +137,7 @@ class NodeResourcesFit:
         that fail it, or pods asking for other resources, take the full path."""
         want = state.get(_FILTER_KEY)
         if want is None:
-            want = state[_FILTER_KEY] = self._wanted(pod)
+            want = state[_FILTER_KEY] = self._wanted(state, pod)
         cpu, mem, eph, scalars, _ = want
         if eph or scalars:
             return filter_each(self.filter, state, pod, nodes)

@@ -17,9 +17,10 @@ class a resource name maps to, and the claim's requests and mappings
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
+from scheduler.core.framework import Store
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.resources import int_value, is_extended_resource_name
 
@@ -59,6 +60,18 @@ class ClassResolver:
 
     def get(self, resource: str) -> Obj | None:
         return self._by_resource.get(resource)
+
+
+RESOLVER_KEY = "DynamicResources/classResolver"
+
+
+def cycle_resolver(state: MutableMapping[str, Any], classes: Store) -> ClassResolver:
+    """The cycle's resolver, built once from the DeviceClass store and kept in the cycle
+    state: NodeResourcesFit and DynamicResources both ask it in PreFilter."""
+    resolver = state.get(RESOLVER_KEY)
+    if resolver is None:
+        resolver = state[RESOLVER_KEY] = ClassResolver(classes.list())
+    return resolver  # type: ignore[no-any-return]
 
 
 def _newer(a: Obj, b: Obj) -> bool:

@@ -187,11 +187,11 @@ class DynamicResources:
         claims = self._pod_claims(pod)
         return claims if isinstance(claims, Status) else None
 
-    def _extended(self, pod: PodInfo) -> _Extended | None:
+    def _extended(self, state: CycleState, pod: PodInfo) -> _Extended | None:
         """The pod's extended resources that DeviceClasses provide (``preFilterExtendedResources``)."""
         if not pod.requests.scalar or not len(self.classes):
             return None
-        resolver = extended.ClassResolver(self.classes.list())
+        resolver = extended.cycle_resolver(state, self.classes)
         resources = extended.backed_requests(pod, resolver)
         if not resources:
             return None
@@ -201,7 +201,7 @@ class DynamicResources:
         return _Extended(resolver, resources, extended.in_memory_claim(pod), stale=False)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
-        ext = self._extended(pod)
+        ext = self._extended(state, pod)
         if not pod.spec.get("resourceClaims") and ext is None:
             return SKIP
         claims = self._pod_claims(pod)

@@ -7,17 +7,20 @@ from typing import Any
 
 import pytest
 
+from scheduler.core.framework import CycleState
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.dynamicresources.allocator import Held
 from scheduler.plugins.dynamicresources.claims import Assumed
 from scheduler.plugins.dynamicresources.extended import (
     ClassResolver,
     backed_requests,
+    cycle_resolver,
     find_claim,
     in_memory_claim,
     is_dra_extended_resource_name,
     requests_and_mappings,
 )
+from tests.plugins.builders import FakeStore
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"
@@ -79,6 +82,16 @@ def test_of_two_classes_for_one_resource_the_newest_wins_then_the_smaller_name()
     assert ClassResolver([b, a]).get(GPU) is a
     # the older class still provides its own name
     assert ClassResolver([old, new]).get("deviceclass.resource.kubernetes.io/old") is old
+
+
+def test_one_resolver_per_cycle_from_the_store_as_it_was() -> None:
+    store = FakeStore([device_class("gpus", GPU)])
+    state = CycleState()
+    first = cycle_resolver(state, store)
+    assert first.get(GPU) is not None
+    store._objs.clear()
+    assert cycle_resolver(state, store) is first
+    assert cycle_resolver(CycleState(), store).get(GPU) is None
 
 
 def test_backed_requests_are_empty_unless_a_class_provides_one_of_the_pods_resources() -> None:
