@@ -112,7 +112,7 @@ class Result:
     admin_access: bool
     tolerations: list[Obj]
     share_id: str | None = None
-    consumed: Capacity | None = None
+    consumed: capacity.Share | None = None
     """Of a shared device: what this allocation takes of its capacity."""
 
 
@@ -157,11 +157,7 @@ class Allocation:
                 entry["bindingFailureConditions"] = list(r.device.spec.get("bindingFailureConditions") or ())
             if r.share_id is not None:
                 entry["shareID"] = r.share_id
-                cap = r.device.spec.get("capacity")
-                entry["consumedCapacity"] = {
-                    k: capacity.format_quantity(v, capacity.is_binary(cap, k))
-                    for k, v in (r.consumed or {}).items()
-                }
+                entry["consumedCapacity"] = dict(r.consumed.written) if r.consumed else {}
             results.append(entry)
         config = _configs(claim, classes, {r.request for r in self.results})
         out: dict[str, Any] = {"devices": {"results": results}}
@@ -179,7 +175,7 @@ class Allocation:
             if r.admin_access:
                 continue
             if r.share_id is not None:
-                capacity.add(out.shared, r.device.id, r.consumed or {})
+                capacity.add(out.shared, r.device.id, r.consumed.amounts if r.consumed else {})
             else:
                 out.devices.add(r.device.id)
         return out
@@ -493,10 +489,11 @@ class Allocator:
         out = []
         for d in chosen:
             cap = d.spec.get("capacity")
-            take = capacity.consumed(requested, cap)
-            if take is None:
+            share = capacity.consumed(requested, cap)
+            if share is None:
                 self._release_capacity(out)
                 return None
+            take = share.amounts
             if not d.shared:
                 if not capacity.fits(take, cap):
                     self._release_capacity(out)
@@ -507,13 +504,13 @@ class Allocator:
                 self._release_capacity(out)
                 return None
             capacity.add(self._allocating, d.id, take)
-            out.append(Result(name, d, admin, tolerations, str(uuid.uuid4()), take))
+            out.append(Result(name, d, admin, tolerations, str(uuid.uuid4()), share))
         return out
 
     def _release_capacity(self, results: Sequence[Result]) -> None:
         for r in results:
             if r.consumed is not None:
-                capacity.add(self._allocating, r.device.id, r.consumed, -1)
+                capacity.add(self._allocating, r.device.id, r.consumed.amounts, -1)
 
     def _capacity_in_use(self, device: DeviceID) -> bool:
         return device in self._shared or device in self._allocating

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.core.resources import QuantityError, parse_quantity
 
@@ -24,7 +24,16 @@ Capacity = dict[str, Decimal]
 """Capacity name -> an amount of it."""
 
 
-def consumed(requests: Obj | None, capacity: Obj | None) -> Capacity | None:
+class Share(NamedTuple):
+    """What one allocation takes of a device's capacity."""
+
+    amounts: Capacity
+    written: dict[str, str]
+    """The amounts as ``consumedCapacity`` writes them: in the format (binary or decimal)
+    of the quantity each came from, the request's or the device's policy's."""
+
+
+def consumed(requests: Obj | None, capacity: Obj | None) -> Share | None:
     """What one allocation of a request (``capacity.requests``) takes of a device's capacity:
     every capacity the device has, None when the request names one it does not have or asks
     for an amount its policy does not allow (``CmpRequestOverCapacity``, the part that does
@@ -33,16 +42,23 @@ def consumed(requests: Obj | None, capacity: Obj | None) -> Capacity | None:
     capacity = capacity or {}
     if any(name not in capacity for name in requests):
         return None
-    out: Capacity = {}
+    out = Share({}, {})
     for name, cap in capacity.items():
         policy = cap.get("requestPolicy") or None
         asked = requests.get(name)
-        amount = _quantity(asked) if asked is not None else _default(cap)
-        if asked is not None and policy is not None:
-            amount = _round_up(amount, policy)
+        if asked is None:
+            source = _default(cap)
+            amount = _quantity(source)
+        else:
+            source, amount = asked, _quantity(asked)
+            if policy is not None:
+                source, amount = _round_up(source, amount, policy)
         if amount < 0 or _violates(amount, policy):
             return None
-        out[name] = amount
+        out.amounts[name] = amount
+        # The result keeps the format of the quantity it copies or builds on
+        # (calculateConsumedCapacity and its roundUp helpers).
+        out.written[name] = format_quantity(amount, binary=str(source).endswith("i"))
     return out
 
 
@@ -87,12 +103,6 @@ def format_quantity(value: Decimal, binary: bool = False) -> str:
     return str(n)
 
 
-def is_binary(capacity: Obj | None, name: str) -> bool:
-    """Whether the device writes this capacity in binary units (``8Gi``): its shares are
-    written the same way."""
-    return str(((capacity or {}).get(name) or {}).get("value", "")).endswith("i")
-
-
 def _quantity(value: Any) -> Decimal:
     try:
         return parse_quantity(value)
@@ -100,30 +110,32 @@ def _quantity(value: Any) -> Decimal:
         return Decimal(-1)
 
 
-def _default(cap: Obj) -> Decimal:
+def _default(cap: Obj) -> Any:
+    """The quantity an allocation takes when its request names none of this capacity."""
     policy = cap.get("requestPolicy") or {}
     if policy.get("default") is not None:
-        return _quantity(policy["default"])
-    return _quantity(cap.get("value", "0"))
+        return policy["default"]
+    return cap.get("value", "0")
 
 
-def _round_up(amount: Decimal, policy: Obj) -> Decimal:
-    """Up to the policy's next valid value, or to the next step of its range."""
+def _round_up(asked: Any, amount: Decimal, policy: Obj) -> tuple[Any, Decimal]:
+    """Up to the policy's next valid value, or to the next step of its range: the amount,
+    and the quantity whose format it takes."""
     valid_range = policy.get("validRange")
     if valid_range and valid_range.get("min") is not None:
         low = _quantity(valid_range["min"])
         if amount < low:
-            return low
+            return valid_range["min"], low
         if valid_range.get("step") is None:
-            return amount
+            return asked, amount
         step = _quantity(valid_range["step"])
         if step <= 0:
-            return amount
-        return low + step * math.ceil((amount - low) / step)
+            return asked, amount
+        return valid_range["step"], low + step * math.ceil((amount - low) / step)
     for v in policy.get("validValues") or ():
         if amount <= _quantity(v):
-            return _quantity(v)
-    return amount
+            return v, _quantity(v)
+    return asked, amount
 
 
 def _violates(amount: Decimal, policy: Obj | None) -> bool:

@@ -24,24 +24,26 @@ def memory(value: str, policy: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("asked", "policy", "taken"),
+    ("asked", "policy", "taken", "written"),
     [
-        (None, None, 8 * GI),  # nothing asked: all of it
-        (None, {"default": "1Gi"}, GI),  # nothing asked: the default
-        ("4Gi", None, 4 * GI),
-        ("3Gi", {"validValues": ["2Gi", "4Gi", "8Gi"]}, 4 * GI),  # up to the next valid value
-        ("9Gi", {"validValues": ["2Gi", "4Gi", "8Gi"]}, None),  # above every valid value
-        ("500Mi", {"validRange": {"min": "1Gi"}}, GI),  # up to the minimum
-        ("1200Mi", {"validRange": {"min": "1Gi", "step": "512Mi"}}, GI + GI / 2),  # up to the next step
-        ("7Gi", {"validRange": {"min": "1Gi", "max": "6Gi"}}, None),  # above the maximum
+        (None, None, 8 * GI, "8Gi"),  # nothing asked: all of it
+        (None, {"default": "1Gi"}, GI, "1Gi"),  # nothing asked: the default
+        ("4Gi", None, 4 * GI, "4Gi"),
+        ("2000000000", None, Decimal(2 * 10**9), "2G"),  # in the request's format, not the device's
+        ("3Gi", {"validValues": ["2Gi", "4Gi", "8Gi"]}, 4 * GI, "4Gi"),  # up to the next valid value
+        ("9Gi", {"validValues": ["2Gi", "4Gi", "8Gi"]}, None, None),  # above every valid value
+        ("500M", {"validRange": {"min": "1Gi"}}, GI, "1Gi"),  # up to the minimum
+        ("1200M", {"validRange": {"min": "1Gi", "step": "512Mi"}}, GI + GI / 2, "1536Mi"),  # next step
+        ("7Gi", {"validRange": {"min": "1Gi", "max": "6Gi"}}, None, None),  # above the maximum
     ],
 )
 def test_what_one_allocation_takes(
-    asked: str | None, policy: dict[str, Any] | None, taken: Decimal | None
+    asked: str | None, policy: dict[str, Any] | None, taken: Decimal | None, written: str | None
 ) -> None:
     requests = {"memory": asked} if asked is not None else None
     got = capacity.consumed(requests, memory("8Gi", policy))
-    assert (got["memory"] if got is not None else None) == taken
+    assert (got.amounts["memory"] if got is not None else None) == taken
+    assert (got.written["memory"] if got is not None else None) == written
 
 
 def test_a_request_for_a_capacity_the_device_lacks_never_fits() -> None:
@@ -88,7 +90,7 @@ def test_claims_share_a_device_while_its_capacity_lasts() -> None:
     assert got is not None
     results = [a.results[0] for a in got]
     assert [r.device.id for r in results] == [(DRIVER, "node-a", "gpu-0")] * 2
-    assert [r.consumed for r in results] == [{"memory": 4 * GI}] * 2
+    assert [r.consumed.amounts for r in results] == [{"memory": 4 * GI}] * 2
     assert results[0].share_id != results[1].share_id
     assert allocate([wants("a", "4Gi"), wants("b", "8Gi")]) is None
 
