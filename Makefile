@@ -157,7 +157,7 @@ conformance: docker venv ## Upstream's [sig-scheduling] e2e specs with ours, the
 	@bash hack/conformance/run.sh
 
 .PHONY: conformance-dra
-conformance-dra: docker venv ## Upstream's [sig-node] [DRA] control-plane e2e specs with ours, then with kube-scheduler: conformance/results/dra/latest.md
+conformance-dra: docker venv ## Upstream's [DRA] e2e specs (control plane and kubelet, 3 ginkgo processes; CONFORMANCE_PROCS) with ours, then with kube-scheduler: conformance/results/dra/latest.md
 	@CONFORMANCE_SUITE=dra bash hack/conformance/run.sh
 
 ##@ Benchmark

@@ -6,8 +6,9 @@ away: which PreFilter plugins skipped or narrowed the nodes, each Filter
 plugin's verdict on each node (all of them, not only the first rejection),
 each Score plugin's raw, normalized and weighted score on each feasible
 node, the totals, and the nodes with the best total. A plugin with an
-``explain_node(node)`` method adds what it read about the node (Dynamic: the
-metric values, their age, the hot value).
+``explain_node(state, pod, node)`` method adds what it read about the node
+(Dynamic: the metric values, their age, the hot value; DynamicResources: each
+claim's verdict).
 
 Filters and scores run one plugin over the list of nodes at a time, as in a cycle. It
 differs from a real cycle on purpose: every node is evaluated (no
@@ -219,7 +220,7 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
             by_name[ni.name].filters.append(Verdict.of(p.name, st))
     feasible = [ni for ni in candidates if by_name[ni.name].feasible]
     for ni in candidates:
-        _details(profile, ni, by_name[ni.name])
+        _details(profile, state, pod, ni, by_name[ni.name])
 
     if not feasible:
         statuses = {
@@ -262,11 +263,13 @@ def _filter_nodes(p: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]
     return list(results)
 
 
-def _details(profile: Profile, ni: NodeInfo, n: NodeExplanation) -> None:
+def _details(profile: Profile, state: CycleState, pod: PodInfo, ni: NodeInfo, n: NodeExplanation) -> None:
     for p in profile.plugins.values():
         describe = getattr(p, "explain_node", None)
         if callable(describe):
-            n.details[p.name] = describe(ni)
+            details = describe(state, pod, ni)
+            if details is not None:
+                n.details[p.name] = details
 
 
 # --- the shadow's question, at a cycle's cost ------------------------------------------------

@@ -1,5 +1,6 @@
 """``explain``'s answer for people: the nodes' filter results, the score table, Dynamic's
-load values, and the verdict, as aligned plain-text tables (``-o json`` has everything)."""
+load values, each claim's verdict per node, and the verdict, as aligned plain-text tables
+(``-o json`` has everything)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,15 @@ def render(ex: Explanation, bound_to: str, failing_metrics: Sequence[str] = ()) 
         out.append(table(rows))
         if failing_metrics:
             out.append(f"Prometheus did not answer for: {', '.join(failing_metrics)}")
+
+    devices = [(n.node, n.details["DynamicResources"]) for n in ex.nodes if "DynamicResources" in n.details]
+    if devices:
+        out += ["", "CLAIMS (DynamicResources: each of the pod's ResourceClaims on each node)"]
+        rows = [["NODE", "CLAIM", "VERDICT"]]
+        for node, d in devices:
+            for c in d["claims"]:
+                rows.append([node, c["claim"], c["verdict"]])
+        out.append(table(rows))
 
     out += ["", f"Verdict: {judge(ex, bound_to).text}"]
     return "\n".join(out) + "\n"

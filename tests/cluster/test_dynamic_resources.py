@@ -8,6 +8,8 @@ the pod, named in the pod's ``status.resourceClaimStatuses``).
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
+from scheduler.cli import main
 from scheduler.cluster.client import api_request
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane
@@ -38,6 +41,7 @@ class World:
     node_with_gpus: str
     other_node: str
     app: Any
+    config: Path
 
     def claim(
         self,
@@ -181,7 +185,8 @@ def world(apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: P
     config = kept_to_nodes_config(apiserver, f"dra-{label}", "dra-test", label)
     try:
         with scheduler_running(config, tmp_path) as app:
-            yield World(admin, namespace, f"dra-{label}", driver, label, gpus, other, app)
+            path = tmp_path / "scheduler-config.yaml"  # written by scheduler_running
+            yield World(admin, namespace, f"dra-{label}", driver, label, gpus, other, app, path)
     finally:
         api_request(admin, "DELETE", f"{DRA}/resourceslices/{gpus}-{driver}")
         api_request(admin, "DELETE", f"{DRA}/deviceclasses/{label}")
@@ -247,6 +252,48 @@ def test_a_claim_that_cannot_be_met_leaves_the_pod_pending_with_kube_schedulers_
     # added affinity keeps it from)
     world.unschedulable_message("p", "2 cannot allocate all claims")
     assert allocated_devices(world.read_claim("three")) == []
+
+
+def test_explain_says_which_claim_fails_on_which_node_and_why(
+    world: World, apiserver: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.claim("one")
+    world.pod("fits", claim="one")
+    assert (
+        poll(lambda: bound_node(world.admin, world.namespace, "fits"), 20, "fits bound")
+        == world.node_with_gpus
+    )
+    world.claim("three", count=3)
+    world.pod("too-many", claim="three")
+    world.unschedulable_message("too-many", "cannot allocate all claims")
+    args = ["--config", str(world.config), "--kubeconfig", str(apiserver.kubeconfig)]
+
+    def verdicts(pod: str) -> dict[str, list[dict[str, str]]]:
+        assert main(["explain", f"{world.namespace}/{pod}", "-o", "json", *args]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        return {n["name"]: n["details"]["DynamicResources"]["claims"] for n in doc["nodes"] if "details" in n}
+
+    got = verdicts("too-many")
+    claim = f"{world.namespace}/three"
+    assert got[world.node_with_gpus] == [
+        {"claim": claim, "verdict": "cannot be allocated: request gpu: wants 3, 2 match, 1 free"}
+    ]
+    assert got[world.other_node] == [
+        {"claim": claim, "verdict": "cannot be allocated: request gpu: wants 3, 0 match, 0 free"}
+    ]
+    # The bound pod's claim is its own: explained as if pending, it is allocated already.
+    device = f"{world.driver}/{world.node_with_gpus}/{allocated_devices(world.read_claim('one'))[0]}"
+    assert verdicts("fits")[world.node_with_gpus] == [
+        {"claim": f"{world.namespace}/one", "verdict": f"allocated already ({device})"}
+    ]
+    assert main(["explain", f"{world.namespace}/too-many", *args]) == 0
+    text = capsys.readouterr().out
+    assert "CLAIMS (DynamicResources: each of the pod's ResourceClaims on each node)" in text
+    assert re.search(
+        rf"^{world.other_node} +{claim} +cannot be allocated: request gpu: wants 3, 0 match, 0 free$",
+        text,
+        re.M,
+    )
 
 
 def test_a_request_selector_picks_the_device(world: World) -> None:

@@ -274,7 +274,7 @@ class Dynamic:
         controller counts every Scheduled event."""
         self.hot.confirm(pod_uid, node_name, ago)
 
-    def explain_node(self, node: NodeInfo) -> dict[str, Any]:
+    def explain_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> dict[str, Any]:
         """What the verdict and the score on ``node`` were made of, for ``explain``: each
         metric's value (percent), its age and limit, or why there is none; the hot value."""
         now = self._clock()

@@ -418,6 +418,20 @@ class Allocator:
             return allocations
         return None
 
+    def survey(self, claim: Obj) -> list[tuple[str, str, int, int]]:
+        """For each request of the claim (each alternative of a firstAvailable list): its name,
+        how many devices it wants ("all" or a count), how many of the node's devices it may
+        have, and how many of those are free. Raises AllocationError as ``allocate``."""
+        out = []
+        for req in claim_requests(claim):
+            for name, sub in alternatives(req):
+                every = self._candidates(claim, name, sub, include_in_use=True)
+                free = sum(1 for d in every if d.id not in self._in_use)
+                mode = sub.get("allocationMode") or "ExactCount"
+                wanted = "all" if mode == "All" else str(int(sub.get("count") or 1))
+                out.append((name, wanted, len(every), free))
+        return out
+
     def _request(
         self,
         plan: list[tuple[int, Obj]],

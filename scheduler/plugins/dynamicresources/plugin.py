@@ -53,7 +53,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.dynamicresources import binding, extended, writes
+from scheduler.plugins.dynamicresources import binding, diagnose, extended, writes
 from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
@@ -264,15 +264,8 @@ class DynamicResources:
                 return unresolvable(ERR_NOT_ON_NODE)
         if not pending:
             return None
-        allocator = Allocator(
-            self.compiler,
-            s.classes,
-            s.slices.pools_for_node(node.name, node.labels, s.taint_rules),
-            s.in_use.devices,
-            s.in_use.shared,
-        )
         try:
-            result = allocator.allocate(pending)
+            result = self._allocator(s, node).allocate(pending)
         except AllocationError as e:
             # As kube-scheduler: a claim that can never be allocated as written (a selector
             # that fails, a pool being updated under allocationMode All) aborts the attempt
@@ -282,6 +275,37 @@ class DynamicResources:
             return unresolvable(ERR_CANNOT_ALLOCATE)
         s.by_node[node.name] = result
         return None
+
+    def _allocator(self, s: _State, node: NodeInfo) -> Allocator:
+        return Allocator(
+            self.compiler,
+            s.classes,
+            s.slices.pools_for_node(node.name, node.labels, s.taint_rules),
+            s.in_use.devices,
+            s.in_use.shared,
+        )
+
+    def explain_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> dict[str, Any] | None:
+        """For ``explain``: each of the pod's claims on ``node`` (:mod:`.diagnose`)."""
+        s: _State | None = state.get(_KEY)
+        if s is None:
+            return None
+        claims, pending = list(s.claims), list(s.pending)
+        planned = s.extended_by_node.get(node.name)
+        if planned is not None:
+            claims.append(planned[0])
+            pending.append(planned[0])
+        return {
+            "claims": diagnose.describe(
+                claims,
+                pending,
+                s.selectors,
+                s.by_node.get(node.name),
+                lambda: self._allocator(s, node),
+                node.name,
+                node.labels,
+            )
+        }
 
     @staticmethod
     def _filter_extended(

@@ -415,7 +415,7 @@ def test_explain_node_shows_the_values_their_age_limits_and_the_hot_value(crane:
     crane.clock.advance(40)
     for i in range(2):  # bound by another scheduler, seen by shadow mode: 2 within a minute
         plugin.note_bound(f"p{i}", "node-b")
-    got = plugin.explain_node(node_info("node-b"))
+    got = plugin.explain_node(CycleState(), pod_info("p"), node_info("node-b"))
     cpu = got["metrics"]["cpu_usage_avg_5m"]
     assert cpu == {"percent": 66.0, "ageSeconds": 40.0, "limitPercent": 65.0}
     assert got["metrics"]["cpu_usage_max_avg_1d"] == {"percent": 30.0, "ageSeconds": 40.0}  # a priority only
@@ -423,11 +423,15 @@ def test_explain_node_shows_the_values_their_age_limits_and_the_hot_value(crane:
     assert got["loadScore"] == crane_load_score(crane.policy, {**everything(0.3), "cpu_usage_avg_5m": 0.66})
     # A bind 70 s ago (explain rebuilds the hot value from PodScheduled times) is out of the 1m rule.
     plugin.note_bound("old", "node-c", ago=70)
-    assert plugin.explain_node(node_info("node-c"))["hotValue"] == 0
-    assert plugin.explain_node(node_info("node-c"))["metrics"]["cpu_usage_avg_5m"] == {
+    assert plugin.explain_node(CycleState(), pod_info("p"), node_info("node-c"))["hotValue"] == 0
+    assert plugin.explain_node(CycleState(), pod_info("p"), node_info("node-c"))["metrics"][
+        "cpu_usage_avg_5m"
+    ] == {
         "missing": True,
         "limitPercent": 65.0,
     }
     crane.clock.advance(180 + 300)  # older than period + grace (stale_grace defaults to 5m)
-    stale = plugin.explain_node(node_info("node-b"))["metrics"]["cpu_usage_avg_5m"]
+    stale = plugin.explain_node(CycleState(), pod_info("p"), node_info("node-b"))["metrics"][
+        "cpu_usage_avg_5m"
+    ]
     assert stale["stale"] is True and stale["ageSeconds"] == 520.0
