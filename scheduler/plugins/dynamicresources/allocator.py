@@ -44,8 +44,9 @@ request cannot be met, and the first complete solution wins.
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -68,6 +69,10 @@ MAX_FIRST_AVAILABLE_SCORE = 8
 class AllocationError(Exception):
     """The claims cannot be allocated for a reason other than missing devices (a bad selector,
     a missing DeviceClass): the pod's status says it, on every node."""
+
+
+class AllocationTimeoutError(Exception):
+    """The search of one node's devices went on past its deadline (``filterTimeout``)."""
 
 
 @dataclass(slots=True)
@@ -389,7 +394,12 @@ class Allocator:
         pools: Sequence[Pool],
         in_use: set[DeviceID],
         shared: Mapping[DeviceID, Capacity] | None = None,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``deadline``: a time of ``clock`` after which ``allocate`` gives up (AllocationTimeoutError)."""
+        self._deadline = deadline
+        self._clock = clock
         self._compiler = compiler
         self._classes = classes
         self._pools = pools
@@ -468,6 +478,8 @@ class Allocator:
             mark = len(alloc.results)
             requested = (sub.get("capacity") or {}).get("requests")
             for chosen in choices:
+                if self._deadline is not None and self._clock() > self._deadline:
+                    raise AllocationTimeoutError()
                 if not self._consume(chosen, +1):
                     continue
                 results = self._take_capacity(chosen, requested, name, admin, tolerations)

@@ -57,6 +57,7 @@ from scheduler.plugins.dynamicresources import binding, diagnose, extended, writ
 from scheduler.plugins.dynamicresources.allocator import (
     Allocation,
     AllocationError,
+    AllocationTimeoutError,
     Allocator,
     Held,
     SliceIndex,
@@ -155,6 +156,7 @@ class DynamicResources:
         self.compiler = Compiler()
         self.assumed = Assumed()
         self.binding_timeout = float(getattr(args, "binding_timeout", 600.0))
+        self.filter_timeout = float(getattr(args, "filter_timeout", 10.0))
         self._stopping = threading.Event()
 
     # --- PreEnqueue / PreFilter ---------------------------------------------------
@@ -265,7 +267,11 @@ class DynamicResources:
         if not pending:
             return None
         try:
-            result = self._allocator(s, node).allocate(pending)
+            result = self._allocator(s, node, self.filter_timeout).allocate(pending)
+        except AllocationTimeoutError:
+            # As kube-scheduler: an error, so the pod is retried after its backoff rather than
+            # waiting for a cluster event; the node's slices may be what takes so long.
+            return error(f"node {node.name}: timed out trying to allocate devices")
         except AllocationError as e:
             # As kube-scheduler: a claim that can never be allocated as written (a selector
             # that fails, a pool being updated under allocationMode All) aborts the attempt
@@ -276,13 +282,15 @@ class DynamicResources:
         s.by_node[node.name] = result
         return None
 
-    def _allocator(self, s: _State, node: NodeInfo) -> Allocator:
+    def _allocator(self, s: _State, node: NodeInfo, timeout: float = 0.0) -> Allocator:
+        """An allocator over the node's devices; a search longer than ``timeout`` (> 0) stops."""
         return Allocator(
             self.compiler,
             s.classes,
             s.slices.pools_for_node(node.name, node.labels, s.taint_rules),
             s.in_use.devices,
             s.in_use.shared,
+            deadline=time.monotonic() + timeout if timeout > 0 else None,
         )
 
     def explain_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> dict[str, Any] | None:
