@@ -183,6 +183,7 @@ class App:
         stores = {i.resource.plural: i.store for i in self.informers}
 
         profiles = {}
+        handles = []
         for prof in self.cfg.profiles:
             handle = Handle(
                 self.cache,
@@ -193,6 +194,7 @@ class App:
                 self.queue,
                 self.settings.prometheus,
             )
+            handles.append(handle)
             profiles[prof.scheduler_name] = build_profile(
                 self.cfg,
                 prof,
@@ -208,6 +210,8 @@ class App:
         settings = self.settings
         events_api = self._client(pool_maxsize=settings.events.writers + 4, user_agent_suffix="events")
         self.recorder = EventRecorder(events_api, settings=settings.events)
+        for handle in handles:
+            handle.recorder = self.recorder
         binder = Binder(self.api, settings.binding)
         self.io = KubeIO(
             binder,

@@ -7,7 +7,7 @@ Shared by the scheduler process (:mod:`scheduler.app`), shadow mode and ``explai
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.config.effective import Profile as ProfileConfig
 from scheduler.config.effective import SchedulerConfig
@@ -19,6 +19,9 @@ from scheduler.core.queue import SchedulingQueue
 from scheduler.logs import kv
 from scheduler.plugins.registry import build_plugin
 from scheduler.settings import PrometheusSettings
+
+if TYPE_CHECKING:
+    from scheduler.cluster.events import EventRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,12 @@ class Handle:
         """How the Dynamic plugin queries Prometheus."""
         self.framework: Profile | None = None
         """The profile, once built (PostFilter runs its filters)."""
+        self.recorder: EventRecorder | None = None
+        """Where plugins' events go, once the scheduler has one (not in shadow mode)."""
+
+    def event(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str) -> None:
+        if self.recorder is not None:
+            self.recorder.event(regarding, type_, reason, action, note, self.scheduler_name)
 
     def move_pods(self, event: str, plugins: frozenset[str]) -> None:
         """Another try for the pods these plugins rejected: what they read changed (``event``)."""

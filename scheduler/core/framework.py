@@ -200,6 +200,11 @@ class Handle(Protocol):
         read outside the informers (Dynamic's load) changed as ``event`` says."""
         ...
 
+    def event(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str) -> None:
+        """Record an event about ``regarding`` as this profile's scheduler (kube-scheduler's
+        ``EventRecorder``); nothing where no events are written (shadow mode, ``explain``)."""
+        ...
+
 
 class Plugin(Protocol):
     name: ClassVar[str]

@@ -633,6 +633,27 @@ def test_the_bind_waits_for_the_binding_conditions_of_a_device(world: World) -> 
         assert (result["device"], result["bindingConditions"]) == ("attached", ["Attached"])
         assert reserved["status"]["allocation"]["allocationTimestamp"]
         assert not world.pod_status("p")["spec"].get("nodeName")  # waiting for the driver
+        # and says so, as kube-scheduler does
+        event = poll(
+            lambda: next(
+                (
+                    e
+                    for e in api_request(
+                        world.admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{world.namespace}/events"
+                    )["items"]
+                    if e["reason"] == "BindingConditionsPending" and e["regarding"]["name"] == "p"
+                ),
+                None,
+            ),
+            20,
+            "the BindingConditionsPending event",
+        )
+        assert (event["type"], event["action"], event["reportingController"]) == (
+            "Normal",
+            "Scheduling",
+            world.scheduler,
+        )
+        assert event["note"] == f"waiting for binding conditions for device on node {world.node_with_gpus}"
         # the driver reports the device attached
         reserved["status"]["devices"] = [
             {

@@ -305,6 +305,7 @@ class FakeHandle:
         self._snapshot = snapshot or FakeSnapshot()
         self._stores = {k: FakeStore(v) for k, v in (stores or {}).items()}
         self._scheduler_name = scheduler_name
+        self.events: list[tuple[str, str]] = []
 
     @property
     def snapshot(self) -> FakeSnapshot:
@@ -320,6 +321,9 @@ class FakeHandle:
     @property
     def scheduler_name(self) -> str:
         return self._scheduler_name
+
+    def event(self, regarding: dict[str, Any], type_: str, reason: str, action: str, note: str) -> None:
+        self.events.append((reason, note))
 
 
 # ---------------------------------------------------------------------------

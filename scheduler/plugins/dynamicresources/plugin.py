@@ -474,6 +474,13 @@ class DynamicResources:
         logger.log(
             V(2), "Waiting for binding conditions", extra=kv(pod=pod.key, node=node_name, claims=len(waiting))
         )
+        self.handle.event(
+            pod.pod,
+            "Normal",
+            "BindingConditionsPending",
+            "Scheduling",
+            f"waiting for binding conditions for device on node {node_name}",
+        )
         deadline = time.monotonic() + self.binding_timeout
         while True:
             pending = []
