@@ -302,6 +302,38 @@ def goals(
     return out
 
 
+DRA_WORKLOAD = "dra"
+"""Its goals are its issue's: at least kube-scheduler's pods/s, in a stream and a backlog, and a
+backlog drained no slower (bound by the resourceclaim controller, not a lead to keep)."""
+
+
+def dra_goals(ratio_rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    out = []
+    for r in ratio_rows:
+        med, ours, versus = r["median"], r["ours"], r["versus"]
+        if BY_NAME[versus].kind != "kube-scheduler" or BY_NAME[ours].qps < GOAL_MIN_QPS:
+            continue
+        if r["metric"] == "pods/s":
+            out.append(
+                _goal(
+                    f"{ours} pods/s >= {versus}'s ({mode})",
+                    med,
+                    ">= 1.0",
+                    None if med is None else med >= 1.0,
+                )
+            )
+        elif r["metric"] == "drained (s)":
+            out.append(
+                _goal(
+                    f"{ours} drains the backlog no slower than {versus}",
+                    med,
+                    "<= 1.0",
+                    None if med is None else med <= 1.0,
+                )
+            )
+    return out
+
+
 def cases(
     runs: list[dict[str, Any]],
     contenders: list[str],
@@ -312,20 +344,24 @@ def cases(
 ) -> list[dict[str, Any]]:
     """Per workload and mode: the summary, the ratios and the goals of its runs. The goals are
     the stream mode's (they are set for pods created at a steady rate); a backlog's figures are
-    reported beside them."""
+    reported beside them. The ``dra`` workload has goals of its own, in both modes."""
     out = []
     for workload in workloads:
         for mode in modes:
             rs = [r for r in runs if r.get("workload", "basic") == workload and r.get("mode", STREAM) == mode]
             summary = summarize(rs, contenders)
             ratio_rows = ratios(rs, contenders, mode)
+            if workload == DRA_WORKLOAD:
+                case_goals = dra_goals(ratio_rows, mode)
+            else:
+                case_goals = goals(summary, ratio_rows, nodes, pods, workload) if mode == STREAM else []
             out.append(
                 {
                     "workload": workload,
                     "mode": mode,
                     "summary": summary,
                     "ratios": ratio_rows,
-                    "goals": goals(summary, ratio_rows, nodes, pods, workload) if mode == STREAM else [],
+                    "goals": case_goals,
                 }
             )
     return out
