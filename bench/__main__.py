@@ -316,6 +316,8 @@ class Bench:
         load.delete_pods(self.api, c.namespace)
         if self._devices:
             dra.clear_claims(self.api, c.namespace, progress=self.progress.status)
+            waited = dra.wait_for_controller(self.api, c.namespace, progress=self.progress.status)
+            self.progress.say(f"the resourceclaim controller caught up ({waited:.0f}s)")
         kwok.wait_ready(self.api, a.nodes, timeout=300, progress=self.progress.status)
         shape = wl.Shape(a.nodes, a.pods, prefix=f"r{run}-{case}")
         count = workload.measured(shape)

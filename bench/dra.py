@@ -12,6 +12,7 @@ starts with all devices free.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -132,6 +133,58 @@ def clear_claims(
 
     poll(gone, timeout, f"the ResourceClaims of {namespace} deleted", interval=1.0)
     return count
+
+
+PROBE = "resourceclaim-controller-probe"
+
+
+def wait_for_controller(
+    api: ApiClient, namespace: str, *, timeout: float = 600, progress: Callable[[str], None] | None = None
+) -> float:
+    """Wait until kind's resourceclaim controller has caught up, and return how long that took.
+
+    The controller is limited to 20 requests/s and still works through what the last run left
+    (its pods and claims deleted) well after the claims are gone: a run started then would
+    time the controller, not the contender. A pod that no scheduler picks, naming the template,
+    gets its claim once the work queued before it is done; then it and its claim go."""
+    started = time.monotonic()
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    probe = with_claim(
+        {
+            "metadata": {"name": PROBE},
+            "spec": {
+                "schedulerName": "bench-nobody",
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+    )
+    api_request(api, "POST", pods, body=probe)
+
+    def claim_made() -> bool:
+        pod = api_request(api, "GET", f"{pods}/{PROBE}")
+        if progress is not None:
+            progress(
+                f"waiting for the resourceclaim controller to catch up ({time.monotonic() - started:.0f}s)"
+            )
+        return bool((pod.get("status") or {}).get("resourceClaimStatuses"))
+
+    try:
+        poll(claim_made, timeout, "the resourceclaim controller to make the probe pod's claim", interval=0.5)
+    finally:
+        api_request(api, "DELETE", f"{pods}/{PROBE}", query=[("gracePeriodSeconds", "0")])
+        poll(lambda: not _exists(api, f"{pods}/{PROBE}"), timeout, "the probe pod deleted", interval=0.5)
+    clear_claims(api, namespace, timeout=timeout, progress=progress)
+    return time.monotonic() - started
+
+
+def _exists(api: ApiClient, path: str) -> bool:
+    try:
+        api_request(api, "GET", path)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
 
 
 def delete_devices(api: ApiClient) -> int:
