@@ -225,6 +225,8 @@ def test_explain_says_why_kube_schedulers_pods_went_where_they_did(
     node = wait_bound(core, namespace, "one", 60)["spec"]["nodeName"]
     doc = json.loads(cli("explain", f"{namespace}/one", "-o", "json").stdout)
     assert doc["boundNode"] == node
+    # no --config: the profile the shadow runs, from its ConfigMap
+    assert doc["configuration"] == f"ConfigMap {SHADOW_NS}/shadow-config (the deployed shadow)"
     totals = {n["name"]: n["total"] for n in doc["nodes"] if n["feasible"]}
     if doc["agrees"]:
         assert totals[node] == max(totals.values()), totals

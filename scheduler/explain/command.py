@@ -17,6 +17,8 @@ import copy
 import json
 import logging
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -27,10 +29,14 @@ from scheduler.core.explain import explain
 from scheduler.core.podinfo import PodInfo
 from scheduler.deploy import cmdline
 from scheduler.deploy.cmdline import DeployError, UsageError
+from scheduler.explain.deployed import deployed_config
 from scheduler.explain.text import judge, render
 from scheduler.explain.view import load_view
+from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
+
+NO_DEPLOYED = "kube-scheduler's default profile (no deployed configuration found; --config names one)"
 
 
 def parse_target(text: str, namespace: str | None) -> tuple[str, str]:
@@ -52,7 +58,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: in --namespace, else default)")
     p.add_argument("-n", "--namespace", help="the pod's namespace")
     p.add_argument(
-        "--config", metavar="FILE", help="a KubeSchedulerConfiguration (default: the default profile)"
+        "--config",
+        metavar="FILE",
+        help="a KubeSchedulerConfiguration (default: the deployed scheduler's, from its ConfigMap; "
+        "else kube-scheduler's default profile)",
     )
     p.add_argument("--profile", help="the profile to run (default: the pod's schedulerName)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default) or json")
@@ -63,39 +72,54 @@ def main(argv: list[str]) -> int:
         ns = p.parse_args(argv)
         cmdline.setup_logging(ns.v)
         namespace, name = parse_target(ns.pod, ns.namespace)
-        cfg = with_dynamic_policies(load_config(ns.config, policies=False) if ns.config else default_config())
-        api = cmdline.connect(ns.kubeconfig, ns.context)
-        pod = _get_pod(api, namespace, name)
-        scheduler_name = ns.profile or (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
-        names = cfg.scheduler_names()
-        if scheduler_name not in names:
-            flag = "--profile" if ns.profile else f"pod {namespace}/{name}: spec.schedulerName"
-            raise UsageError(
-                f"{flag}: {scheduler_name!r} is not a profile of the configuration "
-                f"(profiles: {', '.join(sorted(names))}); pick one with --profile"
-            )
-        view = load_view(api, cfg)
-        try:
-            result, bound_to = explain_pod(view, scheduler_name, pod)
-        finally:
-            view.close()
-        failing = view.failing_metrics.get(scheduler_name, [])
-        if ns.output == "json":
-            verdict = judge(result, bound_to)
-            doc: dict[str, Any] = {
-                **result.to_dict(),
-                "boundNode": bound_to or None,
-                "agrees": verdict.agrees,
-                "verdict": verdict.text,
-            }
-            if failing:
-                doc["prometheusFailing"] = failing
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        else:
-            sys.stdout.write(render(result, bound_to, failing))
-        return 0
+        with tempfile.TemporaryDirectory(prefix="explain-") as workdir:
+            return _explain(ns, namespace, name, Path(workdir))
 
     return cmdline.run("explain", body)
+
+
+def _explain(ns: Any, namespace: str, name: str, workdir: Path) -> int:
+    """The command once its flags are read; ``workdir`` holds the deployed policy while it runs."""
+    api = cmdline.connect(ns.kubeconfig, ns.context)
+    if ns.config:
+        cfg, used = with_dynamic_policies(load_config(ns.config, policies=False)), f"{ns.config} (--config)"
+    else:
+        deployed = deployed_config(api, workdir)
+        if deployed is not None:
+            cfg, used = deployed.config, deployed.source
+        else:
+            cfg, used = default_config(), NO_DEPLOYED
+    logger.log(V(2), "Configuration", extra=kv(source=used))
+    pod = _get_pod(api, namespace, name)
+    scheduler_name = ns.profile or (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+    names = cfg.scheduler_names()
+    if scheduler_name not in names:
+        flag = "--profile" if ns.profile else f"pod {namespace}/{name}: spec.schedulerName"
+        raise UsageError(
+            f"{flag}: {scheduler_name!r} is not a profile of the configuration "
+            f"(profiles: {', '.join(sorted(names))}); pick one with --profile"
+        )
+    view = load_view(api, cfg)
+    try:
+        result, bound_to = explain_pod(view, scheduler_name, pod)
+    finally:
+        view.close()
+    failing = view.failing_metrics.get(scheduler_name, [])
+    if ns.output == "json":
+        verdict = judge(result, bound_to)
+        doc: dict[str, Any] = {
+            **result.to_dict(),
+            "configuration": used,
+            "boundNode": bound_to or None,
+            "agrees": verdict.agrees,
+            "verdict": verdict.text,
+        }
+        if failing:
+            doc["prometheusFailing"] = failing
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(render(result, bound_to, failing, configuration=used))
+    return 0
 
 
 def explain_pod(view: Any, scheduler_name: str, pod: dict[str, Any]) -> tuple[Any, str]:

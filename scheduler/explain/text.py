@@ -77,8 +77,12 @@ def _runner_up(ex: Explanation, winner: str) -> str:
     return f"; next {others[0].node} {others[0].total}{by}"
 
 
-def render(ex: Explanation, bound_to: str, failing_metrics: Sequence[str] = ()) -> str:
+def render(
+    ex: Explanation, bound_to: str, failing_metrics: Sequence[str] = (), configuration: str = ""
+) -> str:
     out = [f"Pod {ex.pod} (profile {ex.profile})"]
+    if configuration:
+        out.append(f"Configuration: {configuration}")
     if bound_to:
         out.append(f"Bound to {bound_to}; explained as if it were pending.")
     out.append("")

@@ -9,6 +9,8 @@ explained), it would score best on ``mid``: a bound pod must be explained withou
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import re
 import uuid
@@ -19,13 +21,17 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.cli import main
 from scheduler.cluster.client import api_request
+from scheduler.deploy.templates import labels
 from tests.apiserver import ControlPlane
 from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
 
 pytestmark = pytest.mark.apiserver
+
+CRANE = Path(__file__).parents[1] / "data" / "crane-scheduler"
 
 
 @pytest.fixture
@@ -143,3 +149,67 @@ def test_errors_are_one_line(admin, cluster, capsys):
 
     assert main(["explain", "a/b/c", *cluster["args"]]) == 1
     assert "expected NAMESPACE/NAME or NAME" in capsys.readouterr().err
+
+
+def test_without_config_it_runs_the_configuration_of_the_deployed_scheduler(admin, cluster, capsys):
+    """After a lease deploy, the scheduler's ConfigMap holds its configuration and policy (under
+    the policy file's name): explain runs those, and says so."""
+    ns = cluster["namespace"]
+    config = copy.deepcopy(cluster["config"])
+    profile = config["profiles"][0]
+    profile["plugins"] = {
+        "filter": {"enabled": [{"name": "Dynamic"}]},
+        "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
+    }
+    profile["pluginConfig"].append({"name": "Dynamic", "args": {"policyConfigPath": "/etc/ours/policy.yaml"}})
+    data = {
+        "scheduler-config.yaml": yaml.safe_dump(config),
+        "policy.yaml": (CRANE / "policy.yaml").read_text(),
+    }
+    create_pod(admin, ns, "web", cluster["profile"], cpu="2")
+    no_config = ["--kubeconfig", cluster["args"][cluster["args"].index("--kubeconfig") + 1]]
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+
+    def config_map(name: str, data: dict[str, str]) -> None:
+        api_request(
+            admin,
+            "POST",
+            path,
+            body={"metadata": {"name": name, "labels": labels("scheduler")}, "data": data},
+        )
+
+    config_map("scheduler-config", data)
+    try:
+        doc = explain_json(capsys, f"{ns}/web", no_config)
+        assert doc["configuration"] == f"ConfigMap {ns}/scheduler-config (the deployed scheduler)"
+        for n in doc["nodes"]:
+            assert "Dynamic" in [f["plugin"] for f in n["filters"]]
+        assert main(["explain", f"{ns}/web", *no_config]) == 0
+        assert (
+            f"Configuration: ConfigMap {ns}/scheduler-config (the deployed scheduler)\n"
+            in capsys.readouterr().out
+        )
+
+        # The policy under another name than the configuration reads: a clear error.
+        config_map(
+            "other",
+            {"scheduler-config.yaml": data["scheduler-config.yaml"], "policy.yml": data["policy.yaml"]},
+        )
+        api_request(admin, "DELETE", f"{path}/scheduler-config")
+        assert main(["explain", f"{ns}/web", *no_config]) == 1
+        assert capsys.readouterr().err == (
+            f"error: explain: ConfigMap {ns}/other: profile {cluster['profile']!r} reads its Dynamic policy from "
+            "/etc/ours/policy.yaml, and the ConfigMap has no key 'policy.yaml'\n"
+        )
+
+        # Two deployed schedulers: which one is for the user to say.
+        config_map("scheduler-config", data)
+        assert main(["explain", f"{ns}/web", *no_config]) == 1
+        assert capsys.readouterr().err == (
+            f"error: explain: 2 ConfigMaps of the deployed scheduler ({ns}/other, {ns}/scheduler-config): "
+            "pick the configuration with --config\n"
+        )
+    finally:
+        for name in ("scheduler-config", "other"):
+            with contextlib.suppress(ApiException):
+                api_request(admin, "DELETE", f"{path}/{name}")
