@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -336,15 +337,21 @@ def merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_set(assignment: str) -> tuple[list[str], Any]:
+def flag_source(flag: str, assignment: str) -> str:
+    """``--set a=b`` as errors name it: quoted, escapes and all, when it is not one printable
+    line (a newline in it would split the one-line error)."""
+    return f"{flag} {assignment}" if assignment.isprintable() else f"{flag} {json.dumps(assignment)}"
+
+
+def parse_set(assignment: str, flag: str = "--set") -> tuple[list[str], Any]:
     """``"a.b=5"`` -> (["a", "b"], 5): the value read as YAML, except that ``a=`` is ``""``."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key:
-        raise ConfigError(f"--set {assignment}", "", "expected key.path=value")
+        raise ConfigError(flag_source(flag, assignment), "", "expected key.path=value")
     path = key.split(".")
     if any(not part for part in path):
         raise ConfigError(
-            f"--set {assignment}", "", f"expected a dotted key path like image.name, got {key!r}"
+            flag_source(flag, assignment), "", f"expected a dotted key path like image.name, got {key!r}"
         )
     if raw == "":
         return path, ""
@@ -385,8 +392,8 @@ def load_values(
         typed = check(data, f)
     for flag, items in (("--set", sets), ("--set-string", set_strings)):
         for assignment in items:
-            source = f"{flag} {assignment}"
-            path, value = parse_set(assignment)
+            source = flag_source(flag, assignment)
+            path, value = parse_set(assignment, flag)
             if flag == "--set-string":
                 value = assignment.partition("=")[2]
             data = assign(data, path, value, source)

@@ -235,6 +235,16 @@ def test_malformed_set(assignment: str) -> None:
         parse_set(assignment)
 
 
+def test_an_assignment_with_a_newline_is_quoted_so_the_error_stays_one_line() -> None:
+    with pytest.raises(ConfigError) as e:
+        load_values(DEFAULTS, set_strings=["image.name=a\nb"])
+    assert str(e.value).startswith('--set-string "image.name=a\\nb": image.name: ')
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        parse_set("a\tb")
+    assert str(e.value) == '--set "a\\tb": expected key.path=value'
+
+
 def test_null_in_a_file_is_not_a_default(tmp_path: Path) -> None:
     f = tmp_path / "null.yaml"
     f.write_text("namespace:\n")
