@@ -30,7 +30,7 @@ from typing import Any
 
 from scheduler.core.breakdown import Breakdown, largest_lead
 from scheduler.core.filtering import FitError, SchedulingError, filter_nodes_of
-from scheduler.core.framework import Code, CycleState, Snapshot, Status
+from scheduler.core.framework import Code, CycleState, Snapshot, Status, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.profile import Profile
@@ -54,6 +54,9 @@ class Verdict:
     code: str
     """``Success``, ``Skip``, ``Unschedulable``, ``UnschedulableAndUnresolvable`` or ``Error``."""
     message: str = ""
+    status: Status | None = field(default=None, compare=False, repr=False)
+    """The plugin's own answer (None for success and skip), for the FitError of a pod that fits
+    nowhere."""
 
     @property
     def rejected(self) -> bool:
@@ -63,7 +66,7 @@ class Verdict:
     def of(cls, plugin: str, st: Status | None) -> Verdict:
         if st is None:
             return cls(plugin, SUCCESS)
-        return cls(plugin, code_name(st.code), st.message())
+        return cls(plugin, code_name(st.code), st.message(), st)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +198,9 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
     out.pre_filter.extend(Verdict(p.name, "Skip") for p in profile.pre_filters if p.name in skip)
     if allowed is not None:
         names, plugins = allowed
-        excluded = Verdict(
+        excluded = Verdict.of(
             sorted(plugins)[0],
-            code_name(Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
-            f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(plugins))}]",
+            unresolvable(f"node(s) didn't satisfy plugin(s) [{', '.join(sorted(plugins))}]"),
         )
         out.pre_filter.append(
             Verdict(", ".join(sorted(plugins)), SUCCESS, f"only node(s) {', '.join(sorted(names))}")
@@ -224,9 +226,9 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
 
     if not feasible:
         statuses = {
-            n.node: (r.plugin, Status(_CODES[r.code], (r.message,)))
+            n.node: (r.plugin, r.status)
             for n in out.nodes
-            if (r := n.rejection) is not None
+            if (r := n.rejection) is not None and r.status is not None
         }
         out.message = FitError(len(all_nodes), statuses).message()
         return out
@@ -244,9 +246,6 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
     top = max(totals.values())
     out.best = [name for name, t in totals.items() if t == top]
     return out
-
-
-_CODES = {code_name(c): c for c in Code}
 
 
 def _filter_nodes(p: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status | None]:
