@@ -539,43 +539,25 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def chart(doc: dict[str, Any], path: Path) -> None:
     """One row per workload: the stream's latency CDF and throughput, and the backlog's drain,
-    each from the median run of every contender."""
+    each from the median run of every contender; only the panels of the modes that ran."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     workloads = list(dict.fromkeys(c["workload"] for c in doc["cases"]))
+    modes = [m for m in (STREAM, BACKLOG) if any(c["mode"] == m for c in doc["cases"])]
     by_key = {(c["workload"], c["mode"]): c for c in doc["cases"]}
-    fig, axes = plt.subplots(len(workloads), 3, figsize=(21, 5 * len(workloads)), squeeze=False)
+    columns = 2 * (STREAM in modes) + (BACKLOG in modes)
+    fig, axes = plt.subplots(
+        len(workloads), columns, figsize=(7 * columns, 5 * len(workloads)), squeeze=False
+    )
     for row, workload in zip(axes, workloads, strict=True):
-        lat, through, drain = row
-        stream, backlog = by_key.get((workload, STREAM)), by_key.get((workload, BACKLOG))
-        for name in (stream or {}).get("summary", {}):
-            r = median_run(case_runs(doc["runs"], stream), name) if stream else None
-            if r is None:
-                continue
-            if r["latency_watch_cdf_s"]:
-                cdf = r["latency_watch_cdf_s"]
-                lat.plot(cdf, np.linspace(0, 1, len(cdf)), label=name)
-            if r["timeline_binds_per_s"]:
-                tl = r["timeline_binds_per_s"]
-                through.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
-        for name in (backlog or {}).get("summary", {}):
-            r = median_run(case_runs(doc["runs"], backlog), name) if backlog else None
-            if r is not None and r["timeline_binds_per_s"]:
-                tl = r["timeline_binds_per_s"]
-                drain.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
-        lat.set_xscale("log")
-        lat.set_xlabel("creation to bind, watch-observed (s, log scale)")
-        lat.set_ylabel("fraction of pods")
-        lat.set_title(f"{workload}, stream: latency CDF (median run)")
-        through.set_xlabel("seconds since the first pod was created")
-        through.set_ylabel("binds per second")
-        through.set_title(f"{workload}, stream: throughput (median run)")
-        drain.set_xlabel("seconds since the contender started, every pod Pending")
-        drain.set_ylabel("binds per second")
-        drain.set_title(f"{workload}, backlog: drain (median run)")
+        panels = iter(row)
+        if STREAM in modes:
+            _stream_panels(doc, by_key.get((workload, STREAM)), workload, next(panels), next(panels))
+        if BACKLOG in modes:
+            _drain_panel(doc, by_key.get((workload, BACKLOG)), workload, next(panels))
         for ax in row:
             ax.grid(True, which="both", alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
@@ -589,6 +571,39 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _stream_panels(
+    doc: dict[str, Any], stream: dict[str, Any] | None, workload: str, lat: Any, through: Any
+) -> None:
+    for name in (stream or {}).get("summary", {}):
+        r = median_run(case_runs(doc["runs"], stream), name) if stream else None
+        if r is None:
+            continue
+        if r["latency_watch_cdf_s"]:
+            cdf = r["latency_watch_cdf_s"]
+            lat.plot(cdf, np.linspace(0, 1, len(cdf)), label=name)
+        if r["timeline_binds_per_s"]:
+            tl = r["timeline_binds_per_s"]
+            through.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+    lat.set_xscale("log")
+    lat.set_xlabel("creation to bind, watch-observed (s, log scale)")
+    lat.set_ylabel("fraction of pods")
+    lat.set_title(f"{workload}, stream: latency CDF (median run)")
+    through.set_xlabel("seconds since the first pod was created")
+    through.set_ylabel("binds per second")
+    through.set_title(f"{workload}, stream: throughput (median run)")
+
+
+def _drain_panel(doc: dict[str, Any], backlog: dict[str, Any] | None, workload: str, drain: Any) -> None:
+    for name in (backlog or {}).get("summary", {}):
+        r = median_run(case_runs(doc["runs"], backlog), name) if backlog else None
+        if r is not None and r["timeline_binds_per_s"]:
+            tl = r["timeline_binds_per_s"]
+            drain.plot(np.arange(len(tl)) + 0.5, tl, label=name, drawstyle="steps-mid")
+    drain.set_xlabel("seconds since the contender started, every pod Pending")
+    drain.set_ylabel("binds per second")
+    drain.set_title(f"{workload}, backlog: drain (median run)")
 
 
 def write(doc: dict[str, Any], out_dir: Path) -> dict[str, Path]:

@@ -214,3 +214,26 @@ def test_the_dra_workload_has_its_issues_goals_in_both_modes() -> None:
         "ours-qps5000 pods/s >= kube-scheduler-qps5000's (backlog)": (1.184, True),
         "ours-qps5000 drains the backlog no slower than kube-scheduler-qps5000": (1.134, False),
     }
+
+
+def test_the_chart_has_only_the_panels_of_the_modes_that_ran(tmp_path) -> None:
+    backlog = [
+        run(c, 1, 100.0)
+        | {"workload": "basic", "mode": BACKLOG, "last_bind_after_s": 9.0, "timeline_binds_per_s": [3]}
+        for c in ("ours-qps5000", "kube-scheduler-qps5000")
+    ]
+    names = ["ours-qps5000", "kube-scheduler-qps5000"]
+
+    def width(modes: list[str]) -> int:
+        doc = {
+            "config": {"nodes": 10, "pods": 10},
+            "machine": MACHINE,
+            "started": "now",
+            "cases": cases(backlog, names, ["basic"], modes, 10, 10),
+            "runs": backlog,
+        }
+        path = tmp_path / f"{'-'.join(modes)}.png"
+        chart(doc, path)
+        return int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG's IHDR width
+
+    assert width([BACKLOG]) * 3 == width([STREAM, BACKLOG])
