@@ -92,8 +92,13 @@ def lease_holder(api: client.ApiClient) -> str:
     )
 
 
+def pod_of(holder: str) -> str:
+    """The pod of a holder identity (``<hostname>_<uuid>``, the hostname being the pod's name)."""
+    return holder.rsplit("_", 1)[0]
+
+
 def holder_pod(api: client.ApiClient) -> str:
-    return lease_holder(api).rsplit("_", 1)[0]
+    return pod_of(lease_holder(api))
 
 
 def churn_deployment(image: str, cpu_m: int) -> dict[str, Any]:
@@ -184,7 +189,7 @@ def test_every_replacement_is_bound_within_seconds(
     wait_ours_scheduling(core, namespace, test_image)
     nodes = cluster_nodes(core)
     holder_before = lease_holder(api)
-    leader = holder_before.rsplit("_", 1)[0]
+    leader = pod_of(holder_before)
     restarts_before = restarts(core)
     sli_before = histogram(scheduler_metrics(api, leader), SLI)
     with PodWatch(core, namespace, alloc=allocatable(core)) as watch:
