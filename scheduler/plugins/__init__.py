@@ -1,4 +1,6 @@
-"""The scheduling plugins, one module per kube-scheduler plugin.
+"""The scheduling plugins, one module per kube-scheduler plugin, or one package for a plugin
+with parts of its own (``volumebinding``, ``podtopologyspread``, ``interpodaffinity``,
+``noderesources``, ``dynamicresources``, ``dynamic``).
 
 ``scheduler.plugins.registry`` maps the names a configuration uses to the
 plugin classes. What several plugins share has its own module:

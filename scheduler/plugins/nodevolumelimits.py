@@ -35,7 +35,7 @@ from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, error, 
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.csitranslation import CSI_DRIVER_OF_SOURCE, csi_driver_for_provisioner, in_tree_csi
-from scheduler.plugins.volumebinding_volumes import claim_class, spec
+from scheduler.plugins.volumebinding.volumes import claim_class, spec
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 _STATE_KEY = "NodeVolumeLimits"

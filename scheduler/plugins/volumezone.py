@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from scheduler.core.framework import SKIP, CycleState, Snapshot, Status, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.volumebinding_volumes import claim_class, spec
+from scheduler.plugins.volumebinding.volumes import claim_class, spec
 
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"

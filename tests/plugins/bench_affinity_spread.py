@@ -26,8 +26,8 @@ from scheduler.core.filtering import filter_nodes_of
 from scheduler.core.framework import SKIP, CycleState
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity import InterPodAffinity
-from scheduler.plugins.podtopologyspread import PodTopologySpread
+from scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
+from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from tests.plugins.builders import FakeHandle, make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"

@@ -26,9 +26,9 @@ from scheduler.plugins.defaultpreemption import (
     DefaultPreemption,
     pdb_violations,
 )
-from scheduler.plugins.interpodaffinity import InterPodAffinity
-from scheduler.plugins.noderesources import NodeResourcesFit
-from scheduler.plugins.podtopologyspread import PodTopologySpread
+from scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
+from scheduler.plugins.noderesources.fit import NodeResourcesFit
+from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from scheduler.plugins.tainttoleration import TaintToleration
 from tests.plugins.builders import FakeStore, make_node, make_pod, taint
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from scheduler.core.cache import Cache
 from scheduler.core.framework import SKIP, CycleState
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity import InterPodAffinity
-from scheduler.plugins.podtopologyspread import PodTopologySpread
+from scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
+from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from tests.plugins.builders import FakeHandle, make_node, make_pod
 
 NODES = [("n0", "z0"), ("n1", "z0"), ("n2", "z1"), ("n3", "z1")]

@@ -10,8 +10,8 @@ from scheduler.core.cache import Cache
 from scheduler.core.framework import CycleState
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity import InterPodAffinity
-from scheduler.plugins.podtopologyspread import PodTopologySpread
+from scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
+from scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
 from scheduler.plugins.topologycounts import NodeSums, memo_entries
 from tests.plugins.builders import FakeHandle, FakeSnapshot, make_node, make_pod
 

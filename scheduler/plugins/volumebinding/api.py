@@ -30,7 +30,7 @@ from scheduler.cluster.retry import call_with_retries, retriable, status_message
 from scheduler.core.framework import Status, error
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
-from scheduler.plugins.volumebinding_volumes import (
+from scheduler.plugins.volumebinding.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     annotations,

@@ -19,7 +19,7 @@ from typing import Any
 
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity_terms import selector_key
+from scheduler.plugins.interpodaffinity.terms import selector_key
 from scheduler.plugins.labelrequirements import SelectorError
 from scheduler.plugins.labelselector import EVERYTHING, NOTHING, LabelSelector, compile_label_selector
 from scheduler.plugins.nodeselector import RequiredNodeAffinity, required_node_affinity
@@ -119,7 +119,7 @@ def _pod_selector(raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSel
 def default_selector(pod: PodInfo) -> LabelSelector | None:
     """The selector default constraints spread by, or None when the pod gets none.
 
-    See the deviation in :mod:`scheduler.plugins.podtopologyspread`'s module doc.
+    See the deviation in :mod:`scheduler.plugins.podtopologyspread.plugin`'s module doc.
     """
     owners = pod.pod["metadata"].get("ownerReferences") or ()
     if not any(o.get("controller") and o.get("kind") in DEFAULT_SELECTOR_OWNERS for o in owners):

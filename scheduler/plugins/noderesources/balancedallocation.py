@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from scheduler.core.framework import MAX_NODE_SCORE, SKIP, CycleState, Status, memoized_scores
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.noderesources_scoring import ResourceAllocationScorer, arg_field, resource_specs
+from scheduler.plugins.noderesources.scoring import ResourceAllocationScorer, arg_field, resource_specs
 
 _SCORE_KEY = "NodeResourcesBalancedAllocation"
 

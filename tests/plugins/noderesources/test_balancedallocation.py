@@ -7,14 +7,14 @@ import pytest
 
 from scheduler.config.pluginargs import NodeResourcesBalancedAllocationArgs, ResourceSpec
 from scheduler.core.framework import SKIP, CycleState
-from scheduler.plugins.balancedallocation import (
+from scheduler.plugins.noderesources.balancedallocation import (
     NodeResourcesBalancedAllocation,
     balance,
     balanced_score,
     improvement,
 )
 
-from .builders import container, node_info, pod_info, run_score
+from ..builders import container, node_info, pod_info, run_score
 
 
 def plugin(*resources):
@@ -130,7 +130,7 @@ def test_upstream_cases(node, scheduled, pod, want):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_inlined_cpu_memory_scoring_equals_the_general_formula(seed):
-    from .test_noderesources import random_cluster
+    from .test_fit import random_cluster
 
     pod, nodes = random_cluster(seed)
     pl = plugin()

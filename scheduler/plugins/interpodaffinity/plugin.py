@@ -43,7 +43,7 @@ from scheduler.core.framework import (
 )
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity_terms import (
+from scheduler.plugins.interpodaffinity.terms import (
     NAME,
     AffinityTerm,
     matches_all,

@@ -29,7 +29,7 @@ Pods selected only by a Service get no default spreading.
 
 This module holds Filter and Score; parsing the constraints and counting
 what each node contributes to them is in
-:mod:`scheduler.plugins.podtopologyspread_constraints`.
+:mod:`scheduler.plugins.podtopologyspread.constraints`.
 
 Cost: the per-node counts are memoized on the NodeInfo per pod shape
 (namespace, constraints, node affinity, tolerations), so each cycle of a
@@ -60,7 +60,7 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
 from scheduler.plugins.labelselector import EVERYTHING, NOTHING
 from scheduler.plugins.nodeselector import required_node_affinity
-from scheduler.plugins.podtopologyspread_constraints import (
+from scheduler.plugins.podtopologyspread.constraints import (
     HOSTNAME,
     NAME,
     SYSTEM_DEFAULT_CONSTRAINTS,

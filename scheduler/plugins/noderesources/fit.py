@@ -10,7 +10,7 @@ Score follows ``scoringStrategy``: LeastAllocated (default; emptier nodes
 win), MostAllocated (fuller nodes win) or RequestedToCapacityRatio (a
 piecewise-linear function of utilization). Scoring counts cpu and memory with
 the non-zero defaults for containers that request nothing (100m / 200Mi).
-The strategies themselves are in :mod:`scheduler.plugins.noderesources_scoring`.
+The strategies themselves are in :mod:`scheduler.plugins.noderesources.scoring`.
 
 An extended resource that a DeviceClass provides, asked for on a node whose
 allocatable does not list it, is left to DynamicResources
@@ -27,7 +27,7 @@ from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.resources import is_extended_resource_name
 from scheduler.plugins.dynamicresources.extended import backed_requests, cycle_resolver
-from scheduler.plugins.noderesources_scoring import (
+from scheduler.plugins.noderesources.scoring import (
     LEAST_ALLOCATED,
     ResourceAllocationScorer,
     arg_field,

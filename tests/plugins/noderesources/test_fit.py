@@ -13,10 +13,10 @@ from scheduler.config.pluginargs import (
 )
 from scheduler.core.framework import Code
 from scheduler.core.resources import is_extended_resource_name
-from scheduler.plugins.noderesources import NodeResourcesFit
-from scheduler.plugins.noderesources_scoring import broken_linear
+from scheduler.plugins.noderesources.fit import NodeResourcesFit
+from scheduler.plugins.noderesources.scoring import broken_linear
 
-from .builders import container, node_info, pod_info, run_filter, run_score
+from ..builders import container, node_info, pod_info, run_filter, run_score
 
 EXT_A, EXT_B = "example.com/aaa", "example.com/bbb"
 HUGEPAGES = "hugepages-2Mi"

@@ -15,7 +15,7 @@ from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V
-from scheduler.plugins.podtopologyspread import (
+from scheduler.plugins.podtopologyspread.plugin import (
     ERR_CONSTRAINTS,
     ERR_MISSING_LABEL,
     HOSTNAME,
@@ -163,7 +163,7 @@ def test_skew_over_zones() -> None:
 
 
 def test_at_v5_the_batch_filter_logs_each_rejected_node(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(V(5), logger="scheduler.plugins.podtopologyspread")
+    caplog.set_level(V(5), logger="scheduler.plugins.podtopologyspread.plugin")
     nodes = zones(2, 1, 0, 1)
     pod = incoming(spread(1, "zone"))
     pl, snap = plugin(nodes)

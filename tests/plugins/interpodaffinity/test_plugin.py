@@ -11,7 +11,7 @@ import pytest
 from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.interpodaffinity import (
+from scheduler.plugins.interpodaffinity.plugin import (
     ERR_AFFINITY,
     ERR_ANTI_AFFINITY,
     ERR_EXISTING_ANTI_AFFINITY,

@@ -37,8 +37,8 @@ from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import V, kv
 from scheduler.plugins.nodeselector import NodeSelector
-from scheduler.plugins.volumebinding_api import bind_pod_volumes, store_reader
-from scheduler.plugins.volumebinding_volumes import (
+from scheduler.plugins.volumebinding.api import bind_pod_volumes, store_reader
+from scheduler.plugins.volumebinding.volumes import (
     ANN_SELECTED_NODE,
     WAIT_FOR_FIRST_CONSUMER,
     Obj,

@@ -13,7 +13,13 @@ import pytest
 from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
-from scheduler.plugins.volumebinding import (
+from scheduler.plugins.volumebinding.api import (
+    BindingFailedError,
+    binding_done,
+    selected_node_patch,
+    volume_patch,
+)
+from scheduler.plugins.volumebinding.plugin import (
     ERR_BIND_CONFLICT,
     ERR_NODE_CONFLICT,
     ERR_PV_NOT_EXIST,
@@ -21,13 +27,7 @@ from scheduler.plugins.volumebinding import (
     PodVolumes,
     VolumeBinding,
 )
-from scheduler.plugins.volumebinding_api import (
-    BindingFailedError,
-    binding_done,
-    selected_node_patch,
-    volume_patch,
-)
-from scheduler.plugins.volumebinding_volumes import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
+from scheduler.plugins.volumebinding.volumes import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
 from tests.plugins.builders import FakeHandle, FakeSnapshot, make_pod, node_info
 
 UR = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
