@@ -48,9 +48,10 @@ unit: venv ## Run the unit tests only (no API server, no tools build)
 PY_SOURCES := scheduler tests e2e bench hack/conformance setup.py
 
 .PHONY: lint
-lint: venv ## ruff check and format --check, shellcheck of hack/ and .ci/run, actionlint of the workflows, every rendered manifest against the pinned schemas
+lint: venv ## ruff check and format --check, mypy of scheduler/, shellcheck of hack/ and .ci/run, actionlint of the workflows, every rendered manifest against the pinned schemas
 	$(VENV)/bin/ruff check $(PY_SOURCES)
 	$(VENV)/bin/ruff format --check $(PY_SOURCES)
+	$(PY) -m mypy
 	@command -v shellcheck >/dev/null || { echo "error: shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
 	shellcheck -x --severity=warning $$(git ls-files 'hack/*.sh' 'hack/**/*.sh') .ci/run
 	$$(bash hack/lint/actionlint.sh) .github/workflows/*.yaml

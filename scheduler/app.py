@@ -319,16 +319,18 @@ class App:
     def _start_scheduling(self) -> None:
         if self.stop.is_set() or self.scheduling.is_set():
             return
+        scheduler = self.scheduler
+        assert scheduler is not None  # built in every mode but the shadow, which never leads
         self.scheduling.set()
         logger.info(
             "Started leading; scheduling",
             extra=kv(
                 identity=self.elector.identity if self.elector else "",
-                profiles=sorted(self.scheduler.profiles),
+                profiles=sorted(scheduler.profiles),
             ),
         )
         self.loop_thread = threading.Thread(
-            target=self.scheduler.run, args=(self.stop,), name="scheduling-loop", daemon=True
+            target=scheduler.run, args=(self.stop,), name="scheduling-loop", daemon=True
         )
         self.loop_thread.start()
 

@@ -7,6 +7,7 @@ Shared by the scheduler process (:mod:`scheduler.app`), shadow mode and ``explai
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.config.effective import Profile as ProfileConfig
@@ -55,7 +56,7 @@ class Handle:
     def __init__(
         self,
         cache: Cache,
-        stores: dict[str, Store],
+        stores: Mapping[str, Store],
         api_client: Any,
         scheduler_name: str,
         metrics_registry: Any,

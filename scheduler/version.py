@@ -38,7 +38,7 @@ def git_commit(tree: Path) -> str:
 def commit() -> str:
     """The commit of a built package (setup.py wrote it), else of the checkout this runs from."""
     try:
-        from scheduler._build import COMMIT  # type: ignore[import-not-found]
+        from scheduler._build import COMMIT
     except ImportError:
         checkout = Path(__file__).resolve().parents[1]
         return git_commit(checkout) if (checkout / ".git").exists() else "unknown"

@@ -174,7 +174,7 @@ def _install_throttle(api_client: client.ApiClient, bucket: TokenBucket, default
             _request_timeout=_request_timeout if _request_timeout else default_timeout,
         )
 
-    rest.request = request  # type: ignore[method-assign]
+    rest.request = request
     setattr(api_client, _BUCKET, bucket)
     setattr(api_client, _TIMEOUT, default_timeout)
 
@@ -319,6 +319,6 @@ def api_request(
         e = ApiException(status=resp.status, reason=resp.reason)
         e.body = resp.data.decode("utf-8", errors="replace")
         e.headers = resp.headers
-        e.resent = resp.resent  # type: ignore[attr-defined]
+        e.resent = resp.resent
         raise e
     return decode(resp.data)

@@ -108,6 +108,7 @@ class CurlPool:
         """One exchange; raises :class:`TimeoutError` or :class:`ConnectionError` when no
         answer came."""
         c, used = self._handle()
+        closed = False
         data = io.BytesIO()
         head: list[bytes] = []
         try:
@@ -132,7 +133,7 @@ class CurlPool:
             except pycurl.error as e:
                 code, message = e.args[0], e.args[1] if len(e.args) > 1 else ""
                 c.close()
-                c = None
+                closed = True
                 what = f"{method} {_without_query(url)}: {message or f'curl error {code}'}"
                 if code == _TIMED_OUT:
                     raise TimeoutError(f"timed out: {what}") from None
@@ -140,7 +141,7 @@ class CurlPool:
             status = c.getinfo(pycurl.RESPONSE_CODE)
             resent = used and c.getinfo(pycurl.NUM_CONNECTS) > 0
         finally:
-            if c is not None:
+            if not closed:
                 self._give_back(c)
         return Response(status, data.getvalue(), b"".join(head), resent)
 

@@ -65,8 +65,10 @@ def _annotations(lease: dict[str, Any]) -> dict[str, Any]:
     return (lease.get("metadata") or {}).get("annotations") or {}
 
 
-def annotated_as_ours(lease: dict[str, Any]) -> bool:
-    """The default "is this holder one of us" test (see the module docstring)."""
+def annotated_as_ours(lease: dict[str, Any] | None) -> bool:
+    """The default "is this holder one of us" test (see the module docstring); no Lease: no."""
+    if lease is None:
+        return False
     holder = (lease.get("spec") or {}).get("holderIdentity") or ""
     return bool(holder) and _annotations(lease).get(HOLDER_ANNOTATION) == holder
 

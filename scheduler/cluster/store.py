@@ -9,6 +9,7 @@ keyed ``namespace/name`` (:func:`object_key`); the informer
 
 from __future__ import annotations
 
+import builtins
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,7 @@ class ObjectStore:
         with self._lock:
             return list(self._items.values())
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         with self._lock:
             return list(self._items)
 

@@ -238,7 +238,7 @@ def decode(cls: type[T], data: Any, path: str = "") -> T:
             raise ConfigError(
                 None, join(path, str(key)), f"unknown field{suggestion}; expected one of: {', '.join(known)}"
             )
-    hints = _hints(cls)
+    hints = _hints(cls)  # type: ignore[arg-type]  # a class is hashable; mypy does not see it for type[T]
     kwargs: dict[str, Any] = {}
     for key, f in fields.items():
         sub = join(path, key)

@@ -33,7 +33,7 @@ class EnabledPlugins:
 
     def at(self, point: str) -> tuple[str, ...]:
         """The plugins of one extension point, by attribute name (``"pre_filter"``)."""
-        return getattr(self, point)  # type: ignore[no-any-return]
+        return getattr(self, point)
 
     def names(self) -> tuple[str, ...]:
         """Every enabled plugin once, in order of first appearance."""

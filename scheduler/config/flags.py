@@ -120,7 +120,7 @@ class _CommaList(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
         items = [v.strip() for v in str(values).split(",")] if values else []
-        seen = getattr(namespace, "_comma_lists_set", set())
+        seen: set[str] = getattr(namespace, "_comma_lists_set", set())
         current = list(getattr(namespace, self.dest)) if self.dest in seen else []
         seen.add(self.dest)
         namespace._comma_lists_set = seen

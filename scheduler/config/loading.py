@@ -47,7 +47,7 @@ class _StrictLoader(yaml.SafeLoader):
         self.flatten_mapping(node)
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, str | int | float | bool):
                 continue  # a mapping or list as a key: SafeLoader refuses it as unhashable
             if key in seen:

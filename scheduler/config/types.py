@@ -144,7 +144,7 @@ class Plugins:
     """Plugins enabled here run at every extension point they implement."""
 
     def point(self, name: str) -> PluginSet:
-        return getattr(self, name)  # type: ignore[no-any-return]
+        return getattr(self, name)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ without copying a thousand NodeInfos per pod. Informer threads wait that long.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from collections import Counter
@@ -145,14 +146,14 @@ class Cache:
         ni = self._nodes.get(name)
         return ni if ni is not None and ni.node is not None else None
 
-    def have_pods_with_affinity(self) -> list[NodeInfo]:
+    def have_pods_with_affinity(self) -> builtins.list[NodeInfo]:
         nodes = self._with_affinity
         if nodes is None:
             with self.lock:
                 nodes = self._with_affinity = [ni for ni in self.list() if ni.pods_with_affinity]
         return nodes
 
-    def have_pods_with_required_anti_affinity(self) -> list[NodeInfo]:
+    def have_pods_with_required_anti_affinity(self) -> builtins.list[NodeInfo]:
         nodes = self._with_anti_affinity
         if nodes is None:
             with self.lock:

@@ -188,10 +188,10 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
         skip, allowed = profile.run_pre_filter(state, pod, snapshot, len(all_nodes))
     except FitError as e:
         assert e.pre_filter is not None
-        plugin, st = e.pre_filter
-        out.pre_filter.append(Verdict.of(plugin, st))
+        plugin, rejected = e.pre_filter
+        out.pre_filter.append(Verdict.of(plugin, rejected))
         for n in out.nodes:
-            n.filters.append(Verdict.of(plugin, st))
+            n.filters.append(Verdict.of(plugin, rejected))
         out.message = e.message()
         return out
     state.skip_filter = frozenset(skip)
@@ -226,9 +226,9 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
 
     if not feasible:
         statuses = {
-            n.node: (r.plugin, r.status)
+            n.node: (rej.plugin, rej.status)
             for n in out.nodes
-            if (r := n.rejection) is not None and r.status is not None
+            if (rej := n.rejection) is not None and rej.status is not None
         }
         out.message = FitError(len(all_nodes), statuses).message()
         return out

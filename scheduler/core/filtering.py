@@ -75,7 +75,7 @@ def node_static_signature(pod: PodInfo) -> bytes:
         affinity = (spec.get("affinity") or {}).get("nodeAffinity")
         fields = [spec.get("nodeName"), spec.get("nodeSelector"), affinity, spec.get("tolerations")]
         sig = pod.memo[_STATIC_SIGNATURE] = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-    return sig  # type: ignore[no-any-return]
+    return sig
 
 
 class SchedulingError(Exception):
@@ -172,7 +172,7 @@ def filter_nodes_of(plugin: Any) -> BatchFilter:
     """The plugin's ``filter_nodes``, or its ``filter`` run over the nodes."""
     batch = getattr(plugin, "filter_nodes", None)
     if callable(batch):
-        return batch  # type: ignore[no-any-return]
+        return batch
     return partial(filter_each, plugin.filter)
 
 

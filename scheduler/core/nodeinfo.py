@@ -7,6 +7,7 @@ know when they went stale.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable
 from typing import Any
 
 from scheduler.core.podinfo import HostPort, PodInfo
@@ -66,7 +67,7 @@ class NodeInfo:
         self.generation = 0
         self.free = (0, 0, 0)
         """(pods, milli-CPU, memory bytes) still allocatable: what NodeResourcesFit checks first."""
-        self.memo: dict[str, Any] = {}
+        self.memo: dict[Hashable, Any] = {}
         """Per-plugin caches; cleared on every change."""
         self.node_memo: dict[str, Any] = {}
         """Per-plugin caches of what comes from the Node object alone (not its pods); cleared when

@@ -7,6 +7,7 @@ plugin name), which is therefore always consistent with ``PodInfo.pod``.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -64,7 +65,7 @@ class PodInfo:
     has_affinity: bool
     """The pod has a pod affinity or anti-affinity (required or preferred)."""
     has_required_anti_affinity: bool
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: dict[Hashable, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -84,7 +84,7 @@ def score_nodes_of(plugin: Any) -> BatchScore:
     """The plugin's ``score_nodes``, or its ``score`` run over the nodes."""
     batch = getattr(plugin, "score_nodes", None)
     if callable(batch):
-        return batch  # type: ignore[no-any-return]
+        return batch
     one = plugin.score
 
     def score_nodes(state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:

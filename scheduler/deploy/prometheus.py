@@ -37,7 +37,7 @@ def kubelet_address(node: Any) -> str:
     """``host:port`` of a node's kubelet, as kubernetes_sd_configs would scrape it: the first
     address by ADDRESS_ORDER, the port of ``status.daemonEndpoints.kubeletEndpoint``."""
     status = node.status
-    addresses = {}
+    addresses: dict[str, str] = {}
     for a in (status.addresses if status else None) or []:
         addresses.setdefault(a.type, a.address)
     host = next((addresses[t] for t in ADDRESS_ORDER if addresses.get(t)), None)

@@ -11,6 +11,7 @@ handle that is the same for the same disk; these follow the library's formats
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 UNSPECIFIED = "UNSPECIFIED"
@@ -40,7 +41,7 @@ def _ebs_volume_id(volume_id: str) -> str:
     return volume_id
 
 
-def _gce_handle(source: dict[str, Any], labels: dict[str, str] | None) -> str:
+def _gce_handle(source: dict[str, Any], labels: Mapping[str, str] | None) -> str:
     pd = source.get("pdName", "")
     zones: list[str] = []
     for key in ZONE_LABELS:
@@ -54,7 +55,9 @@ def _gce_handle(source: dict[str, Any], labels: dict[str, str] | None) -> str:
     return f"projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{pd}"
 
 
-def in_tree_csi(source_owner: dict[str, Any], labels: dict[str, str] | None = None) -> tuple[str, str] | None:
+def in_tree_csi(
+    source_owner: Mapping[str, Any], labels: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
     """(CSI driver, volume handle) of a volume or PV spec with a migrated in-tree source, or None.
 
     ``labels``: a PV's labels (GCE PD handles carry its zone); None for inline volumes."""

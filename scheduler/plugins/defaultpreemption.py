@@ -57,6 +57,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import (
+    Candidate,
     Preemption,
     dry_run,
     num_candidates,
@@ -164,7 +165,7 @@ class DefaultPreemption:
         all_nodes = snapshot.list()
         potential = statuses.nodes_with(Code.UNSCHEDULABLE)
         failed: dict[str, Status] = {}
-        candidates = []
+        candidates: list[Candidate] = []
         if potential:
             pdbs = self.handle.store("poddisruptionbudgets").list()
             wanted = num_candidates(len(potential), self.min_percentage, self.min_absolute)

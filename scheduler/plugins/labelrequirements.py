@@ -113,8 +113,8 @@ def parse_expressions(
     reqs = []
     for e in exprs:
         opname = e.get("operator")
-        op = operators.get(opname)
-        if op is None:
+        op = operators.get(opname) if isinstance(opname, str) else None
+        if op is None or not isinstance(opname, str):
             raise SelectorError(f"{opname!r} is not a valid {kind} operator")
         reqs.append(requirement(e.get("key", ""), op, list(e.get("values") or ()), opname))
     return reqs

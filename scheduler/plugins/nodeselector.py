@@ -97,7 +97,7 @@ def _compile_term(term: Mapping[str, Any]) -> TermReqs:
         freqs = []
         for f in fields:
             opname = f.get("operator")
-            values = f.get("values") or ()
+            values = f.get("values") or []
             if opname not in ("In", "NotIn"):
                 raise SelectorError(f"{opname!r} is not a valid node field selector operator")
             if len(values) != 1:
@@ -179,7 +179,7 @@ def compile_preferred_terms(terms: Iterable[Mapping[str, Any]] | None) -> Prefer
     for t in terms or ():
         weight = int(t.get("weight") or 0)
         pref = t.get("preference")
-        if weight == 0 or _is_empty_term(pref):
+        if weight == 0 or pref is None or _is_empty_term(pref):
             continue
         compiled.append((weight, *_compile_term(pref)))
     return PreferredTerms(tuple(compiled))

@@ -93,13 +93,13 @@ class TaintToleration:
         tolerations = state.get(_FILTER_KEY)
         if tolerations is None:  # PreFilter disabled
             tolerations = state[_FILTER_KEY] = tuple(pod.spec.get("tolerations") or ())
-        return tolerations  # type: ignore[no-any-return]
+        return tolerations
 
     def _verdicts(self, state: CycleState) -> dict[int, Status | None]:
         verdicts = state.get(_VERDICTS)
         if verdicts is None:
             verdicts = state[_VERDICTS] = {0: None}
-        return verdicts  # type: ignore[no-any-return]
+        return verdicts
 
     @staticmethod
     def _verdict(

@@ -57,7 +57,7 @@ def memo_entries(
 
     ``compute`` must not return None.
     """
-    out = []
+    out: list[Any] = []
     append = out.append
     for ni in nodes:
         memo = ni.memo.get(plugin)

@@ -265,7 +265,8 @@ class Delegation:
 
     def _read(self, *, initial: bool) -> _Sources:
         o = self.authn
-        client_ca, client_cas = b"", ()
+        client_ca = b""
+        client_cas: tuple[x509.Certificate, ...] = ()
         if o.client_ca_file:
             client_ca, client_cas = _read_file(o.client_ca_file, "--client-ca-file")
         header_ca = b""

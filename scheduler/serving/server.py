@@ -34,12 +34,18 @@ DEFAULT_SECURE_PORT = 10259
 
 
 class ServingFlags(Protocol):
-    secure_port: int
-    bind_address: str
-    tls_cert_file: str | None
-    tls_private_key_file: str | None
-    authentication: Any
-    authorization: Any
+    @property
+    def secure_port(self) -> int: ...
+    @property
+    def bind_address(self) -> str: ...
+    @property
+    def tls_cert_file(self) -> str | None: ...
+    @property
+    def tls_private_key_file(self) -> str | None: ...
+    @property
+    def authentication(self) -> Any: ...
+    @property
+    def authorization(self) -> Any: ...
 
 
 class SecureServer:

@@ -36,7 +36,7 @@ class _Handler(WSGIRequestHandler):
 
     def setup(self) -> None:
         # The handshake happens here, in the connection's thread, not in the accept loop.
-        self.timeout = self.server.timeout_seconds  # type: ignore[attr-defined]
+        self.timeout = self.server.timeout_seconds  # type: ignore[attr-defined,misc]
         self.request.settimeout(self.timeout)
         self.request = self.server.ssl_context.wrap_socket(self.request, server_side=True)  # type: ignore[attr-defined]
         self.peer_certificate: bytes | None = self.request.getpeercert(binary_form=True)

@@ -99,7 +99,7 @@ class DynamicPolicy:
         """The ``syncPolicy`` period of each metric in use that has one (crane's annotations of
         the others are never fresh: ``getActiveDuration``)."""
         by_name = {s.name: s.period for s in self.sync_policy}
-        return {m: by_name[m] for m in self.metrics_in_use() if by_name.get(m)}
+        return {m: period for m in self.metrics_in_use() if (period := by_name.get(m))}
 
 
 # --- loading ----------------------------------------------------------------------------------

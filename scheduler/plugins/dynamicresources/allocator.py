@@ -197,7 +197,7 @@ class Allocation:
         # Every selector must hold: the requirements of their one term each, in one term.
         merged: dict[str, list[Any]] = {}
         for sel in selectors:
-            terms = sel.get("nodeSelectorTerms") or ()
+            terms = sel.get("nodeSelectorTerms") or []
             if len(terms) != 1:
                 raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
             for k in ("matchExpressions", "matchFields"):
@@ -512,7 +512,7 @@ class Allocator:
     ) -> list[Result] | None:
         """The results for the chosen devices, with what each takes of a shared device's
         capacity; None when a device's capacity cannot meet the request."""
-        out = []
+        out: list[Result] = []
         for d in chosen:
             cap = d.spec.get("capacity")
             share = capacity.consumed(requested, cap)

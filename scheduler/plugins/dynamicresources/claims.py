@@ -119,8 +119,8 @@ class Assumed:
                 if uid in self._entries:
                     present[uid] = c
             for uid in list(self._entries):
-                c = present.get(uid)
-                if (c is None and uid not in self._unwritten) or (c is not None and allocation(c)):
+                kept = present.get(uid)
+                if (kept is None and uid not in self._unwritten) or (kept is not None and allocation(kept)):
                     del self._entries[uid]
                 else:
                     used.add(self._entries[uid])

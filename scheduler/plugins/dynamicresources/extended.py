@@ -71,7 +71,7 @@ def cycle_resolver(state: MutableMapping[str, Any], classes: Store) -> ClassReso
     resolver = state.get(RESOLVER_KEY)
     if resolver is None:
         resolver = state[RESOLVER_KEY] = ClassResolver(classes.list())
-    return resolver  # type: ignore[no-any-return]
+    return resolver
 
 
 def _newer(a: Obj, b: Obj) -> bool:

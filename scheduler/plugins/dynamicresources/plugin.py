@@ -33,7 +33,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -131,7 +131,7 @@ class _State:
         """The allocated ones with a node selector, and that selector."""
         self.classes: dict[str, Obj] = {}
         self.slices = SliceIndex(())
-        self.taint_rules: list[Obj] = []
+        self.taint_rules: Sequence[Obj] = []
         self.in_use = Held()
         self.by_node: dict[str, list[Allocation]] = {}
         self.unavailable: dict[str, Obj] = {}
@@ -168,7 +168,7 @@ class DynamicResources:
             refs = pod_claims(pod)
         except ClaimMissingError as e:
             return unresolvable(str(e))
-        out = []
+        out: list[Obj] = []
         for ref in refs:
             claim = self.claims.get(f"{pod.namespace}/{ref.claim}")
             if claim is None:

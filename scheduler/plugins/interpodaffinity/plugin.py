@@ -280,7 +280,8 @@ class InterPodAffinity:
         if not terms.has_required and not any(existing.values()):
             return SKIP
 
-        affinity = anti = ()
+        affinity: tuple[AffinityTerm, ...] = ()
+        anti: tuple[AffinityTerm, ...] = ()
         incoming: Counts = {}
         if terms.has_required:
             namespaces = self._namespaces()

@@ -68,7 +68,7 @@ class NodeResourcesFit:
         if self._inlined is not None and weights is not None:
             # The default configuration: Score is one function over cpu and memory (it runs for
             # every node), and so is its loop over many nodes.
-            self.score = self._inlined  # type: ignore[method-assign]
+            self.score = self._inlined  # type: ignore[method-assign,assignment]
             self.score_nodes = cpu_memory_score_nodes_fn(kind, *weights, _SCORE_KEY, _non_zero_cpu_memory)
 
     # --- filtering ---------------------------------------------------------------

@@ -149,7 +149,8 @@ def parse_constraints(pod: PodInfo, defaults: Sequence[Mapping[str, Any]]) -> Po
     :func:`default_selector`."""
     own = pod.spec.get("topologySpreadConstraints") or ()
     if own:
-        hard, soft = [], []
+        hard: list[Constraint] = []
+        soft: list[Constraint] = []
         try:
             for raw in own:
                 c = _parse(raw, _pod_selector(raw, pod.labels))

@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Hashable
 from typing import Any
 
 from scheduler.core.framework import (
@@ -93,7 +94,7 @@ class _FilterState:
     def __init__(
         self,
         constraints: tuple[Constraint, ...],
-        counts: list[dict[str, int]],
+        counts: list[dict[Hashable, int]],
         minimums: list[int],
         self_match: list[int],
         own: bool = False,
@@ -123,7 +124,7 @@ class _FilterState:
 class _ScoreState:
     __slots__ = ("scores",)
 
-    def __init__(self, scores: dict[str, int]) -> None:
+    def __init__(self, scores: dict[str, int | None]) -> None:
         self.scores = scores
         """Raw score of each filtered node; None for the nodes Score must leave out (missing a key)."""
 
@@ -303,9 +304,9 @@ class PodTopologySpread:
         # Score is a lookup: every filtered node's raw score is computed here, one constraint at a time.
         totals = [0.0] * len(nodes)
         entries = None
-        for i, (c, k) in enumerate(zip(constraints, keys, strict=True)):
+        for i, (c, k, dom) in enumerate(zip(constraints, keys, domains, strict=True)):
             tolerance = c.max_skew - 1
-            if domains[i] is None:
+            if dom is None:
                 weight = math.log(n_scored + 2)
                 if entries is None:
                     entries = node_entries(pod, constraints, shape, nodes)
@@ -314,9 +315,10 @@ class PodTopologySpread:
                     for t, e, lb in zip(totals, entries, labels, strict=True)
                 ]
             else:
-                weight = math.log(len(domains[i]) + 2)
+                weight = math.log(len(dom) + 2)
                 matching = sums.group(i)
-                part = {v: matching.get(v, 0) * weight + tolerance for v in domains[i]}
+                # Nodes without the key (only when not every key is required) have no part.
+                part: dict[str | None, float] = {v: matching.get(v, 0) * weight + tolerance for v in dom}
                 totals = [t + part.get(lb.get(k), 0.0) for t, lb in zip(totals, labels, strict=True)]
         # Go's math.Round for these non-negative scores; None: not scored.
         scores = {

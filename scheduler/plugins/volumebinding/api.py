@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from kubernetes.client import CoreV1Api
@@ -33,7 +34,7 @@ from scheduler.logs import V, kv
 from scheduler.plugins.volumebinding.volumes import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
-    annotations,
+    annotations_of,
     fully_bound,
     key,
     meta,
@@ -59,8 +60,10 @@ def volume_patch(pv: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {"resourceVersion": meta(pv).get("resourceVersion")},
         "spec": {"claimRef": spec(pv)["claimRef"]},
     }
-    if ANN_BOUND_BY_CONTROLLER in annotations(pv):
-        body["metadata"]["annotations"] = {ANN_BOUND_BY_CONTROLLER: annotations(pv)[ANN_BOUND_BY_CONTROLLER]}
+    if ANN_BOUND_BY_CONTROLLER in annotations_of(pv):
+        body["metadata"]["annotations"] = {
+            ANN_BOUND_BY_CONTROLLER: annotations_of(pv)[ANN_BOUND_BY_CONTROLLER]
+        }
     return body
 
 
@@ -96,7 +99,7 @@ def binding_done(
             raise BindingFailedError(
                 f'failed to check provisioning pvc: persistentvolumeclaim "{key(pvc)}" not found'
             )
-        if annotations(claim).get(ANN_SELECTED_NODE) != node_name:
+        if annotations_of(claim).get(ANN_SELECTED_NODE) != node_name:
             # A provisioner that fails removes the annotation to have the pod rescheduled.
             raise BindingFailedError(f'provisioning failed for PVC "{meta(claim).get("name")}"')
         volume_name = spec(claim).get("volumeName")
@@ -184,21 +187,25 @@ def _write(api: CoreV1Api, node_name: str, vols: Any) -> None:
         name, body = key(pv), volume_patch(pv)
         logger.log(V(5), "Updating PersistentVolume: binding to claim", extra=kv(pv=name, pvc=key(pvc)))
         call_with_retries(
-            lambda n=name, b=body: api.patch_persistent_volume(
-                n, b, _content_type=MERGE_PATCH, _preload_content=False
+            partial(
+                api.patch_persistent_volume, name, body, _content_type=MERGE_PATCH, _preload_content=False
             ),
             what="patch persistentvolume",
             attempts=5,
             max_seconds=15.0,
         )
     for pvc in vols.dynamic:
-        ns, name = meta(pvc).get("namespace"), meta(pvc).get("name")
         logger.log(
             V(5), "Updating PersistentVolumeClaim: selected node", extra=kv(pvc=key(pvc), node=node_name)
         )
         call_with_retries(
-            lambda ns=ns, name=name: api.patch_namespaced_persistent_volume_claim(
-                name, ns, selected_node_patch(node_name), _content_type=MERGE_PATCH, _preload_content=False
+            partial(
+                api.patch_namespaced_persistent_volume_claim,
+                meta(pvc).get("name"),
+                meta(pvc).get("namespace"),
+                selected_node_patch(node_name),
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
             ),
             what="patch persistentvolumeclaim",
             attempts=5,

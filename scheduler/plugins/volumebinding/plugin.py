@@ -42,7 +42,7 @@ from scheduler.plugins.volumebinding.volumes import (
     ANN_SELECTED_NODE,
     WAIT_FOR_FIRST_CONSUMER,
     Obj,
-    annotations,
+    annotations_of,
     bind_volume_to_claim,
     can_provision,
     claim_class,
@@ -283,7 +283,7 @@ class VolumeBinding:
         to_match: list[Obj] = []
         to_provision: list[Obj] = []
         for pvc in s.unbound:
-            selected = annotations(pvc).get(ANN_SELECTED_NODE)
+            selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
             if selected is None:
                 to_match.append(pvc)
             elif selected == name:

@@ -29,7 +29,7 @@ def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return meta(obj).get("annotations") or {}
 
 
@@ -45,7 +45,7 @@ def key(obj: Mapping[str, Any]) -> str:
 
 def claim_class(pvc: Mapping[str, Any]) -> str:
     """``GetPersistentVolumeClaimClass``: the beta annotation first, then ``spec.storageClassName``."""
-    ann = annotations(pvc)
+    ann = annotations_of(pvc)
     if ANN_BETA_STORAGE_CLASS in ann:
         return ann[ANN_BETA_STORAGE_CLASS]
     return spec(pvc).get("storageClassName") or ""
@@ -53,7 +53,7 @@ def claim_class(pvc: Mapping[str, Any]) -> str:
 
 def volume_class(pv: Mapping[str, Any]) -> str:
     """``GetPersistentVolumeClass``."""
-    ann = annotations(pv)
+    ann = annotations_of(pv)
     if ANN_BETA_STORAGE_CLASS in ann:
         return ann[ANN_BETA_STORAGE_CLASS]
     return spec(pv).get("storageClassName") or ""
@@ -61,7 +61,7 @@ def volume_class(pv: Mapping[str, Any]) -> str:
 
 def fully_bound(pvc: Mapping[str, Any]) -> bool:
     """The PV controller finished binding: a volume name and the bind-completed annotation."""
-    return bool(spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations(pvc)
+    return bool(spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations_of(pvc)
 
 
 def _bytes(resources: Mapping[str, Any] | None) -> int:
@@ -123,10 +123,10 @@ def _volume_mode(obj: Mapping[str, Any]) -> str:
 
 def find_matching_volume(
     pvc: Mapping[str, Any],
-    volumes: Iterable[Mapping[str, Any]],
+    volumes: Iterable[Obj],
     fits_node: Callable[[Mapping[str, Any]], bool],
     excluded: set[str],
-) -> Mapping[str, Any] | None:
+) -> Obj | None:
     """``FindMatchingVolume`` on the scheduler path: the PV pre-bound to the claim if it suits
     the node, else the smallest available PV of the claim's class that fits it on this node.
 
@@ -137,7 +137,7 @@ def find_matching_volume(
     selector_raw = spec(pvc).get("selector")
     selector = compile_label_selector(selector_raw) if selector_raw is not None else None
     vac = spec(pvc).get("volumeAttributesClassName") or ""
-    smallest: Mapping[str, Any] | None = None
+    smallest: Obj | None = None
     smallest_bytes = 0
     for pv in volumes:
         m = meta(pv)
@@ -215,16 +215,16 @@ def bind_volume_to_claim(pv: Obj, pvc: Mapping[str, Any]) -> Obj | None:
         and ref.get("namespace") == m.get("namespace")
         and ref.get("uid") == m.get("uid")
     )
-    set_annotation = not bound_to_claim(pv, pvc) and ANN_BOUND_BY_CONTROLLER not in annotations(pv)
+    set_annotation = not bound_to_claim(pv, pvc) and ANN_BOUND_BY_CONTROLLER not in annotations_of(pv)
     if same and not set_annotation:
         return None
     new_meta = dict(meta(pv))
     if set_annotation:
-        new_meta["annotations"] = {**annotations(pv), ANN_BOUND_BY_CONTROLLER: "yes"}
+        new_meta["annotations"] = {**annotations_of(pv), ANN_BOUND_BY_CONTROLLER: "yes"}
     return {**pv, "metadata": new_meta, "spec": {**spec(pv), "claimRef": claim_ref(pvc)}}
 
 
 def with_selected_node(pvc: Mapping[str, Any], node_name: str) -> Obj:
     """The claim annotated for provisioning on ``node_name``."""
-    new_meta = {**meta(pvc), "annotations": {**annotations(pvc), ANN_SELECTED_NODE: node_name}}
+    new_meta = {**meta(pvc), "annotations": {**annotations_of(pvc), ANN_SELECTED_NODE: node_name}}
     return {**pvc, "metadata": new_meta}
