@@ -28,6 +28,7 @@ from scheduler.config.options import (
     AuthorizationOptions,
     ServingOptions,
 )
+from scheduler.serving.authorization import AlwaysAllowPaths
 
 DEFAULT_ALWAYS_ALLOW_PATHS = AuthorizationOptions().always_allow_paths
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
@@ -368,13 +369,10 @@ def serving_options(ns: argparse.Namespace) -> ServingOptions:
         for header in getattr(ns, dest):
             if not _HEADER_NAME.fullmatch(header):
                 raise ConfigError(None, flag, f"expected HTTP header names, got {describe(header)}")
-    for path in ns.authorization_always_allow_paths:
-        if "*" in path.removeprefix("/")[:-1]:
-            raise ConfigError(
-                None,
-                "--authorization-always-allow-paths",
-                f"only a trailing * is allowed, got {describe(path)}",
-            )
+    try:
+        AlwaysAllowPaths(ns.authorization_always_allow_paths)
+    except ValueError as e:
+        raise ConfigError(None, "--authorization-always-allow-paths", str(e)) from None
     authn = AuthenticationOptions(
         kubeconfig=ns.authentication_kubeconfig,
         cache_ttl=ns.authentication_token_webhook_cache_ttl,

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from scheduler.config.decode import describe
 from scheduler.logs import V, kv
 from scheduler.serving.authentication import UserInfo
 from scheduler.serving.reviewcache import ReviewCache
@@ -58,10 +59,10 @@ class AlwaysAllowPaths:
     def __init__(self, paths: Sequence[str]) -> None:
         self.exact: set[str] = set()
         self.prefixes: list[str] = []
-        for p in paths:
-            p = p.removeprefix("/")
+        for path in paths:
+            p = path.removeprefix("/")
             if p and "*" in p[:-1]:
-                raise ValueError(f"only trailing * allowed in {json.dumps(p)}")
+                raise ValueError(f"only a trailing * is allowed, got {describe(path)}")
             if p.endswith("*"):
                 self.prefixes.append(p[:-1])
             else:
