@@ -28,14 +28,22 @@ help: ## Show this help
 
 ##@ Development
 
-$(VENV)/.installed: pyproject.toml
+# The exact versions (and hashes) of requirements/dev.txt, then our package on top.
+$(VENV)/.installed: pyproject.toml requirements/dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,e2e,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed ## Create .venv with the package and its test dependencies
+venv: $(VENV)/.installed ## Create .venv with the package and the locked versions of its test dependencies
+
+LOCK := $(VENV)/bin/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes
+
+.PHONY: lock
+lock: venv ## Refresh requirements/runtime.txt (the image) and dev.txt (make venv) from pyproject.toml's ranges (needs PyPI)
+	$(LOCK) --upgrade -o requirements/runtime.txt
+	$(LOCK) --upgrade --extra test --extra e2e --extra bench -o requirements/dev.txt
 
 .PHONY: test
 test: venv tools ## Run every test of tests/: unit tests, and those against a private kube-apiserver (needs make tools)
