@@ -43,7 +43,7 @@ LOCK := $(VENV)/bin/uv pip compile pyproject.toml --quiet --universal --python-v
 .PHONY: lock
 lock: venv ## Refresh requirements/runtime.txt (the image) and dev.txt (make venv) from pyproject.toml's ranges (needs PyPI)
 	$(LOCK) --upgrade -o requirements/runtime.txt
-	$(LOCK) --upgrade --extra test --extra e2e --extra bench -o requirements/dev.txt
+	$(LOCK) --upgrade --extra test --extra e2e --extra bench --extra docs -o requirements/dev.txt
 
 .PHONY: test
 test: venv tools ## Run every test of tests/: unit tests, and those against a private kube-apiserver (needs make tools)
@@ -53,10 +53,10 @@ test: venv tools ## Run every test of tests/: unit tests, and those against a pr
 unit: venv ## Run the unit tests only (no API server, no tools build)
 	$(PY) -m pytest tests -m "not apiserver"
 
-PY_SOURCES := scheduler tests e2e bench hack/conformance setup.py
+PY_SOURCES := scheduler tests e2e bench hack/conformance hack/docs setup.py
 
 .PHONY: lint
-lint: venv ## ruff check and format --check, mypy of scheduler/, shellcheck of hack/ and .ci/run, actionlint of the workflows, every rendered manifest against the pinned schemas
+lint: venv ## ruff check and format --check, mypy of scheduler/, the docs (names they use, make docs), shellcheck of hack/ and .ci/run, actionlint of the workflows, every rendered manifest against the pinned schemas
 	$(VENV)/bin/ruff check $(PY_SOURCES)
 	$(VENV)/bin/ruff format --check $(PY_SOURCES)
 	$(PY) -m mypy
@@ -64,6 +64,12 @@ lint: venv ## ruff check and format --check, mypy of scheduler/, shellcheck of h
 	shellcheck -x --severity=warning $$(git ls-files 'hack/*.sh' 'hack/**/*.sh') .ci/run
 	$$(bash hack/lint/actionlint.sh) .github/workflows/*.yaml
 	$(PY) -m pytest -q -p no:cacheprovider tests/deploy/test_render.py -k "valid_for_kubernetes or strict_validation"
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_docs.py
+	@$(MAKE) --no-print-directory docs
+
+.PHONY: docs
+docs: venv ## Build the documentation site into site/ (mkdocs, strict: a broken link or anchor fails)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 .PHONY: fmt
 fmt: venv ## ruff format and the safe ruff fixes (imports, upgrades)
