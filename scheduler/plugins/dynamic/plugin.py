@@ -52,7 +52,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -66,6 +66,7 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.logs import kv
 from scheduler.plugins.dynamic.annotations import CRANE_TIME_ZONE, AnnotationSource, time_zone
 from scheduler.plugins.dynamic.hotvalue import HotValueTracker
+from scheduler.plugins.dynamic.nodeview import node_view_collector
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 from scheduler.plugins.dynamic.requeue import LoadRequeuer
 from scheduler.plugins.dynamic.source import PrometheusSource
@@ -225,6 +226,9 @@ class Dynamic:
                 missingDataPolicy=args.missing_data_policy,
             ),
         )
+        self._snapshot = getattr(handle, "snapshot", None)
+        if self._snapshot is not None:
+            node_view_collector(registry).add(getattr(handle, "scheduler_name", ""), self)
         if self._owns_source and self.source is not None:
             self.source.start()
         if self.requeuer is not None:
@@ -250,11 +254,7 @@ class Dynamic:
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         hot_values = state.get(_HOT_KEY)
-        hot = hot_values.get(node.name, 0) if hot_values is not None else self.hot.value(node.name)
-        if self.annotations is not None:
-            crane = self.annotations.hot_value(node)
-            if crane is not None and crane > hot:
-                hot = crane
+        hot = self._hot_value(node, hot_values)
         s = self.node_load(node).score - HOT_VALUE_PENALTY * hot
         return MAX_NODE_SCORE if s > MAX_NODE_SCORE else MIN_NODE_SCORE if s < MIN_NODE_SCORE else s
 
@@ -305,6 +305,25 @@ class Dynamic:
         return {"metrics": metrics, "hotValue": hot, "loadScore": self.node_load(node).score}
 
     # --- per-node load ---
+
+    def _hot_value(self, node: NodeInfo, ours: dict[str, int] | None = None) -> int:
+        """The larger of this scheduler's count of recent binds and crane's annotation."""
+        hot = ours.get(node.name, 0) if ours is not None else self.hot.value(node.name)
+        if self.annotations is not None:
+            crane = self.annotations.hot_value(node)
+            if crane is not None and crane > hot:
+                hot = crane
+        return hot
+
+    def node_views(self) -> Iterator[tuple[str, dict[str, float], int, bool]]:
+        """Every cached node's (name, fresh usage, hot value, rejected), computed now and apart
+        from the cycle's cache (``nodeview``: the scheduler's /metrics)."""
+        if self._snapshot is None:
+            return
+        generation, now, ours = self._generation(), self._clock(), self.hot.values()
+        for node in self._snapshot.list():
+            load = self._compute(node, generation, now)
+            yield node.name, load.usage, self._hot_value(node, ours), load.verdict is not None
 
     def _generation(self) -> int:
         return sum(s.current_generation() for s in self._sources)

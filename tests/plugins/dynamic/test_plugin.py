@@ -19,7 +19,7 @@ from scheduler.core.framework import Code, CycleState, Status
 from scheduler.plugins.dynamic.plugin import NO_FRESH_DATA, Dynamic, build_source
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 
-from ..builders import FakeHandle, node_info, pod_info, run_filter, run_score
+from ..builders import FakeHandle, FakeSnapshot, node_info, pod_info, run_filter, run_score
 from .clocks import ManualClock
 from .promapi import FakePrometheus
 
@@ -435,3 +435,40 @@ def test_explain_node_shows_the_values_their_age_limits_and_the_hot_value(crane:
         "cpu_usage_avg_5m"
     ]
     assert stale["stale"] is True and stale["ageSeconds"] == 520.0
+
+
+def test_metrics_show_each_nodes_usage_hot_value_and_rejection_as_the_plugin_sees_them(
+    fake_prom: FakePrometheus,
+) -> None:
+    registry = CollectorRegistry()
+    crane = Cluster(fake_prom, CRANE_DEFAULT)
+    handle = FakeHandle(FakeSnapshot(nodes(*USAGE, "node-none")), scheduler_name="load-aware")
+    plugin = Dynamic(
+        crane.args,
+        handle,
+        source=crane.source,
+        registry=registry,
+        clock=crane.clock,
+        hot_clock=crane.hot_clock,
+    )
+    crane.load(USAGE)
+    for i in range(3):
+        plugin.note_bound(f"p{i}", "node-a")
+    rejected = run_filter(plugin, pod_info("web"), nodes(*USAGE))
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"profile": "load-aware", **labels})
+
+    for node, usage in USAGE.items():
+        for metric, value in usage.items():
+            assert sample("dynamic_scheduler_node_usage", node=node, metric=metric) == value
+        want_rejected = 0.0 if rejected[node] is None else 1.0
+        assert sample("dynamic_scheduler_node_rejected", node=node) == want_rejected, node
+    assert sample("dynamic_scheduler_node_usage", node="node-none", metric="cpu_usage_avg_5m") is None
+    assert sample("dynamic_scheduler_node_rejected", node="node-none") == 0.0
+    assert {n: sample("dynamic_scheduler_node_hot_value", node=n) for n in ("node-a", "node-b")} == {
+        "node-a": float(plugin.hot.value("node-a")),
+        "node-b": 0.0,
+    }
+    assert plugin.hot.value("node-a") > 0
+    assert any(rejected.values()) and not all(rejected.values())
