@@ -320,9 +320,10 @@ class Dynamic:
         from the cycle's cache (``nodeview``: the scheduler's /metrics)."""
         if self._snapshot is None:
             return
-        generation, now, ours = self._generation(), self._clock(), self.hot.values()
+        # No _generation(): from the scrape's thread nothing may advance the sources' state.
+        now, ours = self._clock(), self.hot.values()
         for node in self._snapshot.list():
-            load = self._compute(node, generation, now)
+            load = self._compute(node, -1, now)
             yield node.name, load.usage, self._hot_value(node, ours), load.verdict is not None
 
     def _generation(self) -> int:
