@@ -234,6 +234,7 @@ def test_prometheus_scrapes_each_kubelet_directly(
         return want == sorted(
             (t["labels"]["job"], t["labels"]["node"], t["labels"]["instance"], t["scrapeUrl"], t["health"])
             for t in seen
+            if t["labels"]["job"].startswith("kubelet-")
         )
 
     try:
@@ -245,6 +246,29 @@ def test_prometheus_scrapes_each_kubelet_directly(
     role = client.RbacAuthorizationV1Api(api).read_cluster_role("dynamic-scheduler:prometheus")
     resources = {r for rule in role.rules for r in rule.resources or []}
     assert "nodes/metrics" in resources and "nodes/proxy" not in resources, role.rules
+
+
+def test_prometheus_scrapes_our_scheduler(
+    api: client.ApiClient, core: client.CoreV1Api, ours: Callable[[float], str]
+) -> None:
+    """The job dynamic-scheduler finds our replica through the headless Service and scrapes its
+    secure port: the scheduler's SubjectAccessReview allows Prometheus's `get /metrics`, and the
+    leader's series (the dashboard's) are there, the Dynamic plugin's per-node view included."""
+    leader = ours(BURST_THRESHOLD)
+    pod_ip = core.read_namespaced_pod(leader, "crane-system").status.pod_ip
+    seen: list[Any] = []
+
+    def scraped() -> bool:
+        seen[:] = query(api, PROM_NS, 'leader_election_master_status{job="dynamic-scheduler"} == 1')
+        nodes = query(api, PROM_NS, 'dynamic_scheduler_node_usage{job="dynamic-scheduler"}')
+        return [r["metric"]["instance"] for r in seen] == [f"{pod_ip}:10259"] and bool(nodes)
+
+    try:
+        poll(scraped, 90, "our leader scraped by Prometheus", interval=3, retry_on=(ApiException,))
+    except AssertionError as e:
+        targets = prometheus_get(api, PROM_NS, "/api/v1/targets")["data"]["activeTargets"]
+        ours_targets = [(t["scrapeUrl"], t["health"], t.get("lastError")) for t in targets]
+        raise AssertionError(f"{e}\nleader series {seen}\ntargets {ours_targets}") from None
 
 
 def test_a_burst_of_pods_spreads_over_the_workers(

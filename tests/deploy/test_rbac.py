@@ -349,6 +349,18 @@ def kubelet_asks(admin: ApiClient, ns: str, subresource: str) -> bool:
     return bool(review.status.allowed)
 
 
+def non_resource_rules(api: ApiClient) -> set[tuple[str, str]]:
+    """(verb, path) the caller may use beyond what every authenticated user may."""
+    review = AuthorizationV1Api(api).create_self_subject_rules_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": "default"},
+        }
+    )
+    return {(v, p) for r in review.status.non_resource_rules for v in r.verbs for p in r.non_resource_urls}
+
+
 def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them(
     apiserver: ControlPlane, admin: ApiClient, prometheus_rbac: tuple[str, str]
 ) -> None:
@@ -357,6 +369,8 @@ def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them(
     anyone = service_account_client(apiserver, ns, "someone-else")
     want = KUBELET_METRICS | (NODE_DISCOVERY if discovery == "kubernetes" else set())
     assert rules(prom, "default") - rules(anyone, "default") == want
+    # the scheduler's own /metrics (its delegated authorization asks exactly this)
+    assert non_resource_rules(prom) - non_resource_rules(anyone) == {("get", "/metrics")}
     if discovery == "kubernetes":  # what the node informer of kubernetes_sd_configs does
         api_request(prom, "GET", "/api/v1/nodes", query=[("limit", 1)])
         prom.call_api(

@@ -49,6 +49,7 @@ def test_lease_objects_in_apply_order() -> None:
         ("RoleBinding", "dynamic-scheduler:leader-election"),
         ("ClusterRoleBinding", "dynamic-scheduler"),
         ("ClusterRoleBinding", "dynamic-scheduler:auth-delegator"),
+        ("Service", "dynamic-scheduler-metrics"),
         ("Deployment", "dynamic-scheduler"),
     ]
 
@@ -58,6 +59,7 @@ def test_prometheus_objects_in_apply_order() -> None:
         ("Namespace", "crane-system"),
         ("ServiceAccount", "prometheus"),
         ("ConfigMap", "prometheus-config"),
+        ("ConfigMap", "dynamic-scheduler-dashboard"),
         ("ClusterRole", "dynamic-scheduler:prometheus"),
         ("ClusterRoleBinding", "dynamic-scheduler:prometheus"),
         ("Service", "prometheus"),
@@ -391,7 +393,7 @@ def prometheus_files(*sets: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_prometheus_scrapes_each_kubelet_directly() -> None:
     cfg, _ = prometheus_files()
     jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
-    assert sorted(jobs) == ["kubelet-cadvisor", "kubelet-resource"]
+    assert sorted(jobs) == ["dynamic-scheduler", "kubelet-cadvisor", "kubelet-resource"]
     for name, path in (("kubelet-resource", "/metrics/resource"), ("kubelet-cadvisor", "/metrics/cadvisor")):
         job = jobs[name]
         assert job["kubernetes_sd_configs"] == [{"role": "node"}]
@@ -420,14 +422,15 @@ def test_prometheus_verifies_the_kubelets_certificates_when_told(ca_file: str, w
     cfg, _ = prometheus_files(
         "prometheus.kubeletTLS.insecureSkipVerify=false", f"prometheus.kubeletTLS.caFile={ca_file}"
     )
-    assert [j["tls_config"] for j in cfg["scrape_configs"]] == [{"ca_file": want}] * 2
+    kubelets = [j for j in cfg["scrape_configs"] if j["job_name"].startswith("kubelet-")]
+    assert [j["tls_config"] for j in kubelets] == [{"ca_file": want}] * 2
 
 
 def test_prometheus_static_discovery() -> None:
     cfg, _ = prometheus_files(
         "prometheus.discovery=static", 'prometheus.nodes={n2: "10.0.0.2:10250", n1: "[fd00::1]:10250"}'
     )
-    for job in cfg["scrape_configs"]:
+    for job in cfg["scrape_configs"][:2]:
         assert "kubernetes_sd_configs" not in job
         assert job["static_configs"] == [
             {"targets": ["[fd00::1]:10250"], "labels": {"node": "n1"}},
@@ -440,6 +443,25 @@ def test_prometheus_static_discovery() -> None:
         rendered("prometheus", "prometheus.discovery=static")
 
 
+def test_prometheus_scrapes_every_replica_of_the_scheduler() -> None:
+    cfg, _ = prometheus_files()
+    (job,) = [j for j in cfg["scrape_configs"] if j["job_name"] == "dynamic-scheduler"]
+    # the lease method's headless Service: one address per Ready replica, whatever the discovery
+    assert job["dns_sd_configs"] == [
+        {"names": ["dynamic-scheduler-metrics.crane-system.svc"], "type": "A", "port": 10259}
+    ]
+    assert job["scheme"] == "https"
+    assert job["authorization"] == {"credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    service = by_kind(rendered("lease").objects, "Service", "dynamic-scheduler-metrics")
+    assert service["spec"]["clusterIP"] == "None"
+    deployment = by_kind(rendered("lease").objects, "Deployment", "dynamic-scheduler")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    (port,) = service["spec"]["ports"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert port["targetPort"] in {p["name"] for p in container["ports"]}
+    assert port["port"] == job["dns_sd_configs"][0]["port"]
+
+
 def prometheus_rules(*sets: str) -> list[dict[str, Any]]:
     (role,) = [o for o in rendered("prometheus", *sets).objects if o["kind"] == "ClusterRole"]
     return role["rules"]
@@ -447,14 +469,17 @@ def prometheus_rules(*sets: str) -> list[dict[str, Any]]:
 
 def test_prometheus_may_read_the_kubelets_metrics_and_nothing_else_of_them() -> None:
     metrics = {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}
+    scheduler = {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}  # the scheduler's own /metrics
     # kubernetes_sd_configs: an informer on the nodes (list, watch)
     assert prometheus_rules() == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
         metrics,
+        scheduler,
     ]
     # static targets: no API object to read
     assert prometheus_rules("prometheus.discovery=static", "prometheus.nodes={n: 10.0.0.1:10250}") == [
-        metrics
+        metrics,
+        scheduler,
     ]
     assert "nodes/proxy" not in rendered("prometheus").stream()
 
