@@ -30,6 +30,7 @@ OTHER_PROGRAMS = {
     "--durations": "pytest",
     "--fix": "ruff check",
     "--check": "ruff format",
+    "--runtime-config": "kube-apiserver",
     "--feature-gates": "kube-scheduler (a flag ours rejects, named as such)",
     "--profiling": "kube-scheduler (a flag ours rejects, named as such)",
 }
