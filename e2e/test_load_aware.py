@@ -70,8 +70,10 @@ CONTROL_PLANE_TAINT = "node(s) had untolerated taint(s)"
 
 
 def scheduler_values(threshold: float) -> dict[str, Any]:
-    """Ours reading METRIC every 5 s, rejecting a node above ``threshold``, crane's hot value."""
+    """Ours reading METRIC every 5 s, rejecting a node above ``threshold``, crane's hot value; the
+    Prometheus values, so that the estimate of pods just placed follows this suite's windows."""
     return {
+        **SHORT_PROMETHEUS_WINDOWS,
         # One replica: the leader is the one that schedules, standbys would only add load to the nodes.
         "replicas": 1,
         "dynamic": {

@@ -30,6 +30,7 @@ from scheduler.config.decode import (
 )
 from scheduler.config.errors import ConfigError
 from scheduler.config.types import API_VERSIONS
+from scheduler.core.resources import QuantityError, parse_quantity
 
 # --- NodeResourcesFit, NodeResourcesBalancedAllocation ------------------------------------------
 
@@ -273,6 +274,51 @@ def _time_zone(v: str) -> bool:
     return True
 
 
+def _quantity(v: str) -> bool:
+    try:
+        return parse_quantity(v) >= 0
+    except QuantityError:
+        return False
+
+
+_METRIC_RESOURCES = ("cpu", "memory")
+
+
+@dataclass(frozen=True)
+class DynamicEstimatorArgs:
+    """How the ``Dynamic`` plugin counts pods its samples cannot show yet (``plugins.dynamic.estimate``).
+
+    Not in crane-scheduler, which sees a pod only once its metrics do; ``enabled: false`` gives
+    crane's verdicts and scores."""
+
+    enabled: bool = yaml_field(True)
+    metrics_lag: float = yaml_field(
+        60.0, codec=GO_DURATION, check=Check('a duration >= 0, like "1m"', lambda v: v >= 0)
+    )
+    """How old the data behind a fresh sample is: scrape interval plus rule interval."""
+    metrics_window: float = yaml_field(
+        300.0, codec=GO_DURATION, check=Check('a duration > 0, like "5m"', lambda v: v > 0)
+    )
+    """The averaging window of the policy's rules (crane's: 5m)."""
+    cpu_scaling_factor: int = yaml_field(85, check=between(0, 100, "a percentage"))
+    """A pod's CPU estimate, as a percentage of its request (capped by its limit)."""
+    memory_scaling_factor: int = yaml_field(70, check=between(0, 100, "a percentage"))
+    default_cpu: str = yaml_field("250m", check=Check('a quantity like "250m"', _quantity))
+    """The CPU estimate of a pod that requests none."""
+    default_memory: str = yaml_field("200Mi", check=Check('a quantity like "200Mi"', _quantity))
+    metric_resources: dict[str, str] = yaml_field(factory=dict)
+    """Policy metric -> ``cpu`` or ``memory``; without an entry, by its name (see the module doc)."""
+
+    def validate(self, path: str) -> None:
+        for metric, resource in self.metric_resources.items():
+            if resource not in _METRIC_RESOURCES:
+                raise ConfigError(
+                    None,
+                    join(join(path, "metricResources"), metric),
+                    f'expected "cpu" or "memory", got {resource!r}',
+                )
+
+
 @dataclass(frozen=True)
 class DynamicArgs:
     """The ``Dynamic`` plugin's args: where the node load comes from and how its samples count.
@@ -319,6 +365,8 @@ class DynamicArgs:
         "", check=Check('an IANA time zone like "Asia/Shanghai" or "UTC"', lambda v: v == "" or _time_zone(v))
     )
     """The zone of the annotations' times; empty: $TZ, else Asia/Shanghai (crane's rule)."""
+    estimator: DynamicEstimatorArgs = yaml_field(factory=DynamicEstimatorArgs)
+    """Pods placed since a node's samples were taken, at an estimate of their usage."""
 
 
 ARGS_TYPES: dict[str, type] = {

@@ -37,7 +37,8 @@ import jinja2
 import yaml
 
 from scheduler.config import ConfigError, parse_config
-from scheduler.deploy.values import LoadedValues
+from scheduler.config.durations import format_seconds
+from scheduler.deploy.values import LoadedValues, prometheus_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,20 @@ def labels(component: str) -> dict[str, str]:
     return {**out, "app.kubernetes.io/part-of": "dynamic-scheduler", **MANAGED_BY}
 
 
+def estimator_args(values: dict[str, Any]) -> dict[str, Any]:
+    """The Dynamic plugin's ``estimator`` args: how old and how wide the shipped recording rules'
+    averages are, from the Prometheus values, under what ``dynamic.estimator`` sets.
+
+    A sample is evaluated on data a scrape and an evaluation interval old (the lag); a pod's
+    usage enters it through rate() over ``rateWindow``, then the ``avg5m`` average (the window).
+    """
+    prom = values["prometheus"]
+    lag = sum(prometheus_seconds(prom[k]) or 0.0 for k in ("scrapeInterval", "evaluationInterval"))
+    window = sum(prometheus_seconds(v) or 0.0 for v in (prom["rateWindow"], prom["windows"]["avg5m"]))
+    derived = {"metricsLag": format_seconds(lag), "metricsWindow": format_seconds(window)}
+    return {**derived, **(values["dynamic"].get("estimator") or {})}
+
+
 def scheduler_context(method: str, values: dict[str, Any]) -> dict[str, Any]:
     """The scheduler's names and paths for ``method``: which profile, which Lease, where the files are."""
     le, static, dyn = values["leaderElection"], values["static"], values["dynamic"]
@@ -172,6 +187,7 @@ def scheduler_context(method: str, values: dict[str, Any]) -> dict[str, Any]:
             "policyConfigPath": f"{config_dir}/policy.yaml",
             "policyFile": "policy.yaml",
             "takeover": values["takeover"] and not beside,
+            "estimator": estimator_args(values),
         }
     config_dir = posixpath.dirname(dyn["policyConfigPath"]) or "/"
     return {
@@ -183,6 +199,7 @@ def scheduler_context(method: str, values: dict[str, Any]) -> dict[str, Any]:
         "policyConfigPath": dyn["policyConfigPath"],
         "policyFile": posixpath.basename(dyn["policyConfigPath"]),
         "takeover": values["takeover"],
+        "estimator": estimator_args(values),
     }
 
 

@@ -168,9 +168,15 @@ class Dynamic:
     stale_grace: str = yaml_field(check=GO_DURATION_OR_ZERO)
     policy_config_path: str = yaml_field(check=ABSOLUTE_PATH)
     policy: dict[str, Any] = yaml_field()
+    estimator: dict[str, Any] = yaml_field(factory=dict)
+    """The plugin's ``estimator`` args, over what the Prometheus values imply (``estimator_args``)."""
 
     def validate(self, path: str) -> None:
+        from scheduler.config.decode import decode
+        from scheduler.config.pluginargs import DynamicEstimatorArgs
         from scheduler.plugins.dynamic.policy import parse_policy
+
+        decode(DynamicEstimatorArgs, self.estimator, f"{path}.estimator")
 
         if self.policy_config_path.rsplit("/", 1)[-1] in ("", "scheduler-config.yaml"):
             raise ConfigError(

@@ -127,7 +127,11 @@ def render(
 
     dynamic = [(n.node, n.details["Dynamic"]) for n in ex.nodes if "Dynamic" in n.details]
     if dynamic:
-        out += ["", "DYNAMIC (node load; a value older than its period plus staleGrace is not used)"]
+        out += [
+            "",
+            "DYNAMIC (node load; a value older than its period plus staleGrace is not used;"
+            " +N% placed since: the estimate of pods the sample does not show yet)",
+        ]
         metrics = list(dynamic[0][1]["metrics"])
         rows = [["NODE", *metrics, "HOT VALUE", "LOAD SCORE"]]
         for node, d in dynamic:
@@ -179,4 +183,5 @@ def _metric_cell(m: dict[str, Any]) -> str:
     if m.get("missing"):
         return f"no data{limit}"
     stale = ", stale" if m.get("stale") else ""
-    return f"{m['percent']:g}% ({m['ageSeconds']:g}s old{stale}{limit})"
+    unseen = f" +{m['unseenPercent']:g}% placed since" if "unseenPercent" in m else ""
+    return f"{m['percent']:g}%{unseen} ({m['ageSeconds']:g}s old{stale}{limit})"

@@ -245,6 +245,38 @@ def test_a_negative_stale_grace_is_refused() -> None:
         rendered("lease", "dynamic.staleGrace=-1s")
 
 
+@pytest.mark.parametrize("method", ["lease", "static"])
+def test_the_estimator_follows_the_prometheus_windows_unless_set(method: str) -> None:
+    est = scheduler_files(method)[0].profiles[0].args["Dynamic"].estimator
+    # scrapeInterval 15s + evaluationInterval 15s; rateWindow 1m + windows.avg5m 5m
+    assert (est.enabled, est.metrics_lag, est.metrics_window) == (True, 30.0, 360.0)
+    short = ("prometheus.scrapeInterval=10s", "prometheus.rateWindow=20s", "prometheus.windows.avg5m=30s")
+    est = scheduler_files(method, *short)[0].profiles[0].args["Dynamic"].estimator
+    assert (est.metrics_lag, est.metrics_window) == (25.0, 50.0)
+    est = (
+        scheduler_files(
+            method, *short, "dynamic.estimator.metricsWindow=2m", "dynamic.estimator.enabled=false"
+        )[0]
+        .profiles[0]
+        .args["Dynamic"]
+        .estimator
+    )
+    assert (est.enabled, est.metrics_lag, est.metrics_window) == (False, 25.0, 120.0)
+
+
+def test_bad_estimator_values_are_refused_with_their_path() -> None:
+    from scheduler.config import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"dynamic.estimator.metricResources.load1: expected .cpu. or .memory."
+    ):
+        rendered("lease", "dynamic.estimator.metricResources.load1=gpu")
+    with pytest.raises(
+        ConfigError, match=r'dynamic.estimator.metricLag: unknown field \(did you mean "metricsLag"\?\)'
+    ):
+        rendered("lease", "dynamic.estimator.metricLag=1m")
+
+
 def test_a_configuration_the_scheduler_refuses_is_a_render_error() -> None:
     from scheduler.config import ConfigError
 

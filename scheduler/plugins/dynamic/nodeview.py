@@ -4,8 +4,9 @@ The filter and score read each node's load from the plugin's sources (Prometheus
 annotations) with the policy's staleness rules; these gauges show that same view, so a
 dashboard can say why a node is avoided without querying the sources itself:
 
-- ``dynamic_scheduler_node_usage{profile,node,metric}``: the fresh value the plugin uses
-  (a fraction); no series while a node has no fresh value of the metric;
+- ``dynamic_scheduler_node_usage{profile,node,metric}``: the value the plugin uses (a
+  fraction): the fresh sample plus the estimate of pods placed since (``estimate``); no
+  series while a node has no fresh value of the metric;
 - ``dynamic_scheduler_node_hot_value{profile,node}``: the hot value the score subtracts;
 - ``dynamic_scheduler_node_rejected{profile,node}``: 1 when the filter rejects the node now.
 
@@ -65,8 +66,8 @@ class NodeViewCollector:
         return (
             GaugeMetricFamily(
                 USAGE,
-                "The Dynamic plugin's fresh value of a policy metric on a node (a fraction); "
-                "absent while the node has none.",
+                "The Dynamic plugin's value of a policy metric on a node (a fraction): the fresh "
+                "sample plus its estimate of pods placed since; absent while the node has no sample.",
                 labels=["profile", "node", "metric"],
             ),
             GaugeMetricFamily(

@@ -65,6 +65,7 @@ from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 from scheduler.logs import kv
 from scheduler.plugins.dynamic.annotations import CRANE_TIME_ZONE, AnnotationSource, time_zone
+from scheduler.plugins.dynamic.estimate import PLACED, Estimator
 from scheduler.plugins.dynamic.hotvalue import HotValueTracker
 from scheduler.plugins.dynamic.nodeview import node_view_collector
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
@@ -127,7 +128,13 @@ class NodeLoad:
     score: int
     """The load part of the score, 0..100, before the hot value."""
     usage: dict[str, float]
-    """The fresh values used, by metric."""
+    """The fresh values used, by metric (with the estimate of pods placed since, if any)."""
+    sample_times: dict[str, float]
+    """When each value in ``usage`` was sampled."""
+    medians: dict[str, float]
+    """The fresh medians that stand in for a missing priority metric."""
+    unseen: dict[str, float] | None = None
+    """What the estimator added to each metric (``estimate``); None when nothing."""
 
 
 def is_daemonset_pod(pod: PodInfo) -> bool:
@@ -179,6 +186,9 @@ class Dynamic:
         )
         self._priorities = tuple((p.name, p.weight) for p in self.policy.priority)
         self._weight_sum = sum(w for _, w in self._priorities)
+        self.estimator = Estimator(args.estimator, self._metrics) if args.estimator.enabled else None
+        self._memo_key = (self.name, object())
+        """This instance's adjusted loads in ``NodeInfo.memo`` (profiles configure it apart)."""
         self.hot = HotValueTracker(self.policy.hot_value, clock=hot_clock)
         self._owns_source = source is None
         self.source: PrometheusSource | None = None
@@ -260,6 +270,7 @@ class Dynamic:
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         self.hot.record(pod.uid, node_name)
+        pod.memo[PLACED] = self._clock()
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -302,7 +313,10 @@ class Dynamic:
             crane = self.annotations.hot_value(node)
             if crane is not None and crane > hot:
                 hot = crane
-        return {"metrics": metrics, "hotValue": hot, "loadScore": self.node_load(node).score}
+        load = self.node_load(node)
+        for metric, extra in (load.unseen or {}).items():
+            metrics[metric]["unseenPercent"] = round(extra * 100, 2)
+        return {"metrics": metrics, "hotValue": hot, "loadScore": load.score}
 
     # --- per-node load ---
 
@@ -324,6 +338,8 @@ class Dynamic:
         now, ours = self._clock(), self.hot.values()
         for node in self._snapshot.list():
             load = self._compute(node, -1, now)
+            if self.estimator is not None and load.sample_times:
+                load = self._with_estimate(node, load, memoize=False)
             yield node.name, load.usage, self._hot_value(node, ours), load.verdict is not None
 
     def _generation(self) -> int:
@@ -349,10 +365,50 @@ class Dynamic:
             or now > entry.valid_until
         ):
             entry = cache[node.name] = self._compute(node, generation, now)
-        return entry
+        if self.estimator is None or not entry.sample_times:
+            return entry
+        memo = node.memo.get(self._memo_key)
+        if memo is not None and memo[0] is entry:
+            return memo[1]
+        adjusted = self._with_estimate(node, entry)
+        node.memo[self._memo_key] = (entry, adjusted)
+        return adjusted
+
+    def _with_estimate(self, node: NodeInfo, load: NodeLoad, *, memoize: bool = True) -> NodeLoad:
+        """``load`` with the pods placed since its samples counted (``estimate``): the same
+        object when there are none. Depends only on the samples and the node's pods, so it
+        holds until either changes. ``memoize=False`` leaves the node's memo alone (for
+        threads other than the scheduling one)."""
+        est = self.estimator
+        assert est is not None
+        since = min(load.sample_times.values()) - est.lag - est.window
+        recent = est.recent(node, since, memoize=memoize)
+        if not recent.placed:
+            return load
+        unseen = {}
+        for metric, sample_time in load.sample_times.items():
+            extra = est.unseen(node, recent, metric, sample_time)
+            if extra > 0.0:
+                unseen[metric] = extra
+        if not unseen:
+            return load
+        usage = {m: v + unseen.get(m, 0.0) for m, v in load.usage.items()}
+        verdict, score = self._judge(usage, load.medians)
+        return NodeLoad(
+            load.node_obj,
+            load.generation,
+            load.valid_until,
+            verdict,
+            score,
+            usage,
+            load.sample_times,
+            load.medians,
+            unseen,
+        )
 
     def _compute(self, node: NodeInfo, generation: int, now: float) -> NodeLoad:
         usage: dict[str, float] = {}
+        sample_times: dict[str, float] = {}
         valid_until = math.inf
         medians: dict[str, float] = {}
         for metric in self._metrics:
@@ -368,9 +424,14 @@ class Dynamic:
                 expires = sample.sample_time + max_age
                 if now <= expires:
                     usage[metric] = sample.value
+                    sample_times[metric] = sample.sample_time
                     valid_until = min(valid_until, expires)
                     break
+        verdict, score = self._judge(usage, medians)
+        return NodeLoad(node.node, generation, valid_until, verdict, score, usage, sample_times, medians)
 
+    def _judge(self, usage: dict[str, float], medians: dict[str, float]) -> tuple[Status | None, int]:
+        """The filter's verdict and the load score from a node's fresh values."""
         reasons = [
             reason for metric, limit, reason in self._predicates if metric in usage and usage[metric] > limit
         ]
@@ -391,4 +452,4 @@ class Dynamic:
             score = int(total / self._weight_sum + _FLOAT_NOISE)
         else:
             score = MAX_NODE_SCORE
-        return NodeLoad(node.node, generation, valid_until, verdict, score, usage)
+        return verdict, score

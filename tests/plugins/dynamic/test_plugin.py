@@ -14,8 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from scheduler.config.errors import ConfigError
-from scheduler.config.pluginargs import DynamicArgs
+from scheduler.config.pluginargs import DynamicArgs, DynamicEstimatorArgs
 from scheduler.core.framework import Code, CycleState, Status
+from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.dynamic.plugin import NO_FRESH_DATA, Dynamic, build_source
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 
@@ -472,3 +473,105 @@ def test_metrics_show_each_nodes_usage_hot_value_and_rejection_as_the_plugin_see
     }
     assert plugin.hot.value("node-a") > 0
     assert any(rejected.values()) and not all(rejected.values())
+
+
+def placed_on(plugin: Dynamic, node: str, *pods: PodInfo, **node_kwargs: Any) -> Any:
+    """A NodeInfo with ``pods`` reserved on it by ``plugin`` (as the scheduling loop does)."""
+    ni = node_info(node, **node_kwargs)
+    for p in pods:
+        plugin.reserve(CycleState(), p, node)
+        p.pod["spec"]["nodeName"] = node
+        ni.add_pod(p)
+    return ni
+
+
+def queued(name: str) -> PodInfo:
+    """A pod asking 1 cpu, created long before any sample: only Reserve's time makes it recent."""
+    return pod_info(name, uid=name, cpu="1", creation_timestamp="1970-01-01T00:00:00Z")
+
+
+def plus(usage: Mapping[str, float], cpu: float, memory: float) -> dict[str, float]:
+    return {m: v + (cpu if m.startswith("cpu") else memory) for m, v in usage.items()}
+
+
+def test_pods_placed_since_the_sample_count_at_their_estimate(crane: Cluster) -> None:
+    crane.load({"node-a": everything(0.5), "node-b": everything(0.5)})
+    plugin, web = crane.plugin, pod_info("web", cpu="1")
+    assert run_filter(plugin, web, nodes("node-a"))["node-a"] is None
+    a = placed_on(plugin, "node-a", queued("p0"), cpu="4", memory="8Gi")
+    # 1 cpu · 85% of 4 cpu; no memory request: 200Mi of 8Gi
+    usage = plus(everything(0.5), 0.85 / 4, 200 / 8192)
+    assert run_filter(plugin, web, [a])["node-a"] == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, crane_reasons(crane.policy, usage)
+    )
+    assert crane_reasons(crane.policy, usage) == ("node(s) had cpu_usage_avg_5m above 0.65",)
+    scores = run_score(plugin, web, [a, node_info("node-b")])
+    assert scores == {"node-a": crane_load_score(crane.policy, usage), "node-b": 50}
+    assert scores is not None and scores["node-a"] < scores["node-b"]
+    explained = plugin.explain_node(CycleState(), web, a)["metrics"]["cpu_usage_avg_5m"]
+    assert explained["percent"] == 50.0 and explained["unseenPercent"] == 21.25
+
+    # The next sample, 60 s (lag) + 150 s (half the 5m window) after the placement, holds half.
+    crane.clock.advance(210)
+    crane.prom.eval_time = crane.clock.now
+    crane.load({"node-a": everything(0.5), "node-b": everything(0.5)})
+    half = plus(everything(0.5), 0.85 / 8, 200 / 16384)
+    assert run_score(plugin, web, [a]) == {"node-a": crane_load_score(crane.policy, half)}
+    assert run_filter(plugin, web, [a])["node-a"] is None  # 0.60625 <= 0.65
+
+    # A pod placed by another scheduler counts from its PodScheduled time: not at all when the
+    # sample holds it in full, in full when it came after the sample.
+    def bound_by_another(name: str, when: str) -> PodInfo:
+        pod = pod_info(name, uid=name, cpu="1", node_name="node-a").pod
+        pod["status"] = {
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": when}]
+        }
+        return PodInfo.from_pod(pod)
+
+    a.add_pod(bound_by_another("long-ago", "1970-01-02T00:00:00Z"))
+    assert run_score(plugin, web, [a]) == {"node-a": crane_load_score(crane.policy, half)}
+    a.add_pod(bound_by_another("just-now", "1970-01-12T13:51:40Z"))  # 1_000_300: after the sample
+    both = plus(half, 0.85 / 4, 200 / 8192)
+    assert run_filter(plugin, web, [a])["node-a"] is not None
+    assert run_score(plugin, web, [a]) == {"node-a": crane_load_score(crane.policy, both)}
+
+
+def test_without_the_estimator_the_verdicts_and_scores_are_cranes(fake_prom: FakePrometheus) -> None:
+    crane = Cluster(fake_prom, CRANE_DEFAULT, estimator=DynamicEstimatorArgs(enabled=False))
+    crane.load({"node-a": everything(0.5)})
+    web = pod_info("web", cpu="1")
+    a = placed_on(crane.plugin, "node-a", *(queued(f"p{i}") for i in range(3)))
+    assert run_filter(crane.plugin, web, [a])["node-a"] is None
+    # crane's default hot value rules: floor(3/5) + floor(3/2)
+    assert run_score(crane.plugin, web, [a]) == {"node-a": 50 - 10}
+
+
+def test_an_unreserved_pod_leaves_the_node_and_its_estimate(crane: Cluster) -> None:
+    crane.load({"node-a": everything(0.5)})
+    web = pod_info("web", cpu="1")
+    p0 = queued("p0")
+    a = placed_on(crane.plugin, "node-a", p0)
+    assert run_filter(crane.plugin, web, [a])["node-a"] is not None
+    crane.plugin.unreserve(CycleState(), p0, "node-a")
+    a.remove_pod("p0")  # the loop forgets the assumed pod
+    assert run_filter(crane.plugin, web, [a])["node-a"] is None
+
+
+def test_the_usage_gauge_includes_the_estimate(fake_prom: FakePrometheus) -> None:
+    registry = CollectorRegistry()
+    crane = Cluster(fake_prom, CRANE_DEFAULT)
+    a = placed_on(crane.plugin, "node-a", queued("p0"))  # reserved by the scheduling profile
+    plugin = Dynamic(
+        crane.args,
+        FakeHandle(FakeSnapshot([a]), scheduler_name="p"),
+        source=crane.source,
+        registry=registry,
+        clock=crane.clock,
+        hot_clock=crane.hot_clock,
+    )
+    crane.load({"node-a": everything(0.5)})
+    assert plugin.estimator is not None  # (and the collector holds the plugin weakly: keep it)
+    labels = {"profile": "p", "node": "node-a"}
+    got = registry.get_sample_value("dynamic_scheduler_node_usage", {**labels, "metric": "cpu_usage_avg_5m"})
+    assert got == pytest.approx(0.5 + 0.85 / 4)
+    assert registry.get_sample_value("dynamic_scheduler_node_rejected", labels) == 1.0
