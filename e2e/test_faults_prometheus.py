@@ -66,6 +66,9 @@ SCHEDULER_VALUES: dict[str, Any] = {
     "dynamic": {
         "metricsUpdatePeriod": f"{PERIOD}s",
         "staleGrace": f"{GRACE}s",
+        # The future values put every node above the limit: the pods must be refused for them
+        # (and bound once they go stale), not placed with the limits relaxed.
+        "relaxWhenNothingFits": False,
         "policy": {
             "spec": {
                 "syncPolicy": [{"name": METRIC, "period": f"{PERIOD}s"}],

@@ -79,6 +79,9 @@ class KubeIO:
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         self.recorder.scheduled(pod.pod, node, profile)
 
+    def relaxed(self, pod: PodInfo, node: str, profile: str, plugins: tuple[str, ...], why: str) -> None:
+        self.recorder.filter_relaxed(pod.pod, node, plugins, why, profile)
+
     def unschedulable(
         self, pod: PodInfo, message: str, profile: str, reason: str, nominated_node: str | None = ""
     ) -> None:

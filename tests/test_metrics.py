@@ -170,6 +170,9 @@ class BindingIO:
     def scheduled(self, p, node_name, profile):
         pass
 
+    def relaxed(self, p, node_name, profile, plugins, why):
+        pass
+
     def unschedulable(self, p, message, profile, reason, nominated_node=""):
         self.failures.append(p.key)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from scheduler.core.cache import Cache
-from scheduler.shadow.judge import DIFFERENT, PLACEABLE, SAME, UNSCHEDULABLE, Judge
+from scheduler.core.explain import Comparison
+from scheduler.shadow.judge import DIFFERENT, PLACEABLE, SAME, UNSCHEDULABLE, Judge, decide
 from tests.core.test_explain import default_profile
 from tests.core.util import node, pinfo, pod
 
@@ -80,3 +81,11 @@ def test_the_sweep_judges_a_pod_ours_cannot_place_either_once_a_minute():
     assert judged(registry) == 3  # the stuck one again; the placeable one was reported once
     j.forget(stuck["metadata"]["uid"])  # bound or deleted meanwhile: judged afresh if it comes back
     assert j.sweep_pending([stuck]) == [] and judged(registry) == 4
+
+
+def test_a_decision_made_with_a_filter_relaxed_says_so() -> None:
+    relaxed = Comparison(["b"], 80, 80, None, None, relaxed=("Dynamic",))
+    assert decide(relaxed, "b")[0] == SAME
+    assert decide(relaxed, "b")[5] == "best total 80 (no node passed every filter: Dynamic relaxed)"
+    plain = Comparison(["b"], 80, 80, None, None)
+    assert decide(plain, "b")[5] == "best total 80"

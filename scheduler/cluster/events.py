@@ -192,6 +192,23 @@ class EventRecorder:
             scheduler_name,
         )
 
+    def filter_relaxed(
+        self, pod: dict[str, Any], node: str, plugins: tuple[str, ...], why: str, scheduler_name: str
+    ) -> bool:
+        """``FilterRelaxed``: no node passed every filter, and the pod went to ``node`` with the
+        filters of ``plugins`` relaxed (the Dynamic plugin's load limits); ``why`` is what
+        FailedScheduling would have said."""
+        meta = pod["metadata"]
+        return self.event(
+            pod,
+            WARNING,
+            "FilterRelaxed",
+            "Scheduling",
+            f"Assigned {meta.get('namespace')}/{meta['name']} to {node} with the {', '.join(plugins)} "
+            f"filter relaxed, as no node passed every filter: {why}",
+            scheduler_name,
+        )
+
     def failed_scheduling(self, pod: dict[str, Any], message: str, scheduler_name: str) -> bool:
         return self.event(pod, WARNING, "FailedScheduling", "Scheduling", message, scheduler_name)
 

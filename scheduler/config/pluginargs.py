@@ -365,6 +365,11 @@ class DynamicArgs:
         "", check=Check('an IANA time zone like "Asia/Shanghai" or "UTC"', lambda v: v == "" or _time_zone(v))
     )
     """The zone of the annotations' times; empty: $TZ, else Asia/Shanghai (crane's rule)."""
+    relax_when_nothing_fits: bool = yaml_field(False)
+    """When no node is within the limits and passes the other filters, place the pod as if
+    the limits were not there (a ``FilterRelaxed`` event says so). Off by default, so that
+    crane-scheduler's configurations decide as crane does (the pod waits); the manifests
+    turn it on. Missing data under FailClosed still rejects."""
     estimator: DynamicEstimatorArgs = yaml_field(factory=DynamicEstimatorArgs)
     """Pods placed since a node's samples were taken, at an estimate of their usage."""
 

@@ -39,6 +39,8 @@ from scheduler.logs import kv
 logger = logging.getLogger(__name__)
 
 SUCCESS = "Success"
+RELAXED = "Relaxed"
+"""The code of a relaxable plugin's rejection that a relaxed pass waived (``relaxed_pass``)."""
 
 
 def code_name(code: Code) -> str:
@@ -60,7 +62,7 @@ class Verdict:
 
     @property
     def rejected(self) -> bool:
-        return self.code not in (SUCCESS, "Skip")
+        return self.code not in (SUCCESS, "Skip", RELAXED)
 
     @classmethod
     def of(cls, plugin: str, st: Status | None) -> Verdict:
@@ -123,6 +125,10 @@ class Explanation:
     """The feasible nodes in the order of ``breakdown``'s score lists."""
     breakdown: Breakdown = field(default_factory=list)
     """The cycle's score breakdown (``Profile.score``)."""
+    relaxed: list[str] = field(default_factory=list)
+    """The plugins whose filter was relaxed because no node passed every filter."""
+    unrelaxed_message: str = ""
+    """Then: what FailedScheduling would have said without relaxing them."""
 
     def node(self, name: str) -> NodeExplanation | None:
         return next((n for n in self.nodes if n.node == name), None)
@@ -166,6 +172,7 @@ class Explanation:
             "best": self.best,
             **({"skippedScores": self.skipped_scores} if self.skipped_scores else {}),
             **({"message": self.message} if self.message else {}),
+            **({"relaxed": self.relaxed, "unrelaxedMessage": self.unrelaxed_message} if self.relaxed else {}),
         }
 
 
@@ -221,15 +228,13 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
         for ni, st in zip(candidates, _filter_nodes(p, state, pod, candidates), strict=True):
             by_name[ni.name].filters.append(Verdict.of(p.name, st))
     feasible = [ni for ni in candidates if by_name[ni.name].feasible]
+    if not feasible:
+        feasible = _relax(profile, state, pod, candidates, by_name, out, len(all_nodes))
     for ni in candidates:
         _details(profile, state, pod, ni, by_name[ni.name])
 
     if not feasible:
-        statuses = {
-            n.node: (rej.plugin, rej.status)
-            for n in out.nodes
-            if (rej := n.rejection) is not None and rej.status is not None
-        }
+        statuses = _statuses(out.nodes)
         out.message = FitError(len(all_nodes), statuses).message()
         return out
 
@@ -246,6 +251,66 @@ def explain(profile: Profile, pod: PodInfo, snapshot: Snapshot) -> Explanation:
     top = max(totals.values())
     out.best = [name for name, t in totals.items() if t == top]
     return out
+
+
+def _passing(
+    profile: Profile,
+    state: CycleState,
+    pod: PodInfo,
+    nodes: list[NodeInfo],
+    skip: set[str],
+    statuses: dict[str, tuple[str, Status]],
+) -> list[NodeInfo]:
+    """The nodes that pass every filter; the others' first rejection goes to ``statuses``."""
+    for p in profile.filters:
+        if p.name in skip or not nodes:
+            continue
+        kept = []
+        for ni, result in zip(nodes, _filter_nodes(p, state, pod, nodes), strict=True):
+            if result is None:
+                kept.append(ni)
+            else:
+                statuses[ni.name] = (p.name, result)
+        nodes = kept
+    return nodes
+
+
+def _statuses(nodes: list[NodeExplanation]) -> dict[str, tuple[str, Status]]:
+    return {
+        n.node: (rej.plugin, rej.status)
+        for n in nodes
+        if (rej := n.rejection) is not None and rej.status is not None
+    }
+
+
+def _relax(
+    profile: Profile,
+    state: CycleState,
+    pod: PodInfo,
+    candidates: list[NodeInfo],
+    by_name: dict[str, NodeExplanation],
+    out: Explanation,
+    num_all_nodes: int,
+) -> list[NodeInfo]:
+    """No node passed every filter: the relaxed pass of ``Profile.relaxed_pass``, where a
+    relaxable plugin had rejected nodes. Its verdicts are asked again with ``state.relaxed``;
+    a rejection the relaxed pass waives stays listed, as ``Relaxed``. The feasible nodes then."""
+    rejected_by = {rej.plugin for n in out.nodes if (rej := n.rejection) is not None}
+    relaxed = sorted(rejected_by & profile.relaxable)
+    if not relaxed:
+        return []
+    out.relaxed = relaxed
+    out.unrelaxed_message = FitError(num_all_nodes, _statuses(out.nodes)).message()
+    state.relaxed = True
+    for p in profile.filters:
+        if p.name not in relaxed:
+            continue
+        for ni, st in zip(candidates, _filter_nodes(p, state, pod, candidates), strict=True):
+            verdicts = by_name[ni.name].filters
+            i = next(i for i, v in enumerate(verdicts) if v.plugin == p.name)
+            if st is None and verdicts[i].rejected:
+                verdicts[i] = Verdict(p.name, RELAXED, verdicts[i].message, verdicts[i].status)
+    return [ni for ni in candidates if by_name[ni.name].feasible]
 
 
 def _filter_nodes(p: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status | None]:
@@ -291,6 +356,8 @@ class Comparison:
     """When no node fits: the FailedScheduling message."""
     known: bool = True
     """Whether the node compared is in the snapshot."""
+    relaxed: tuple[str, ...] = ()
+    """The plugins whose filter ours relaxed, as no node passed every filter."""
 
 
 def compare(profile: Profile, pod: PodInfo, snapshot: Snapshot, node: str) -> Comparison:
@@ -316,16 +383,16 @@ def compare(profile: Profile, pod: PodInfo, snapshot: Snapshot, node: str) -> Co
         )
         remaining = [ni for ni in all_nodes if ni.name in names]
         statuses = {ni.name: (sorted(plugins)[0], st) for ni in all_nodes if ni.name not in names}
-    for p in profile.filters:
-        if p.name in skip or not remaining:
-            continue
-        kept = []
-        for ni, result in zip(remaining, _filter_nodes(p, state, pod, remaining), strict=True):
-            if result is None:
-                kept.append(ni)
-            else:
-                statuses[ni.name] = (p.name, result)
-        remaining = kept
+    candidates = remaining
+    remaining = _passing(profile, state, pod, candidates, skip, statuses)
+    relaxed: tuple[str, ...] = ()
+    if not remaining:
+        relaxed = tuple(sorted({p for p, _ in statuses.values()} & profile.relaxable))
+    if relaxed:  # as Profile.relaxed_pass
+        state.relaxed = True
+        evaluated = {ni.name for ni in candidates}
+        statuses = {name: entry for name, entry in statuses.items() if name not in evaluated}
+        remaining = _passing(profile, state, pod, candidates, skip, statuses)
     refused = statuses.get(node)
     rejection = Verdict.of(refused[0], refused[1]) if refused is not None else None
     if not remaining:
@@ -345,4 +412,5 @@ def compare(profile: Profile, pod: PodInfo, snapshot: Snapshot, node: str) -> Co
         rejection,
         lead,
         known=known,
+        relaxed=relaxed,
     )

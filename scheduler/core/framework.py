@@ -104,9 +104,13 @@ class CycleState(dict[str, Any]):
 
     Keys are plugin names (or ``"<plugin>/<what>"``). ``skip_filter`` names the
     plugins whose PreFilter returned SKIP: their Filter (and their
-    ``add_pod``/``remove_pod``) does not run this cycle."""
+    ``add_pod``/``remove_pod``) does not run this cycle. ``relaxed`` is set for the
+    second Filter pass of a cycle in which no node fitted and a plugin that can relax its
+    filter (``relaxable``) had rejected nodes: such plugins then reject only what they must
+    (``profile.Profile.schedule``)."""
 
     skip_filter: frozenset[str] = frozenset()
+    relaxed: bool = False
 
     def clone(self) -> CycleState:
         """A copy whose values with a ``clone()`` are cloned (``CycleState.Clone``)."""
@@ -115,6 +119,7 @@ class CycleState(dict[str, Any]):
             clone = getattr(v, "clone", None)
             out[k] = clone() if callable(clone) else v
         out.skip_filter = self.skip_filter
+        out.relaxed = self.relaxed
         return out
 
 

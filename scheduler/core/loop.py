@@ -30,7 +30,7 @@ from scheduler.core.filtering import FitError, SchedulingError
 from scheduler.core.framework import CycleState
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
-from scheduler.core.profile import Profile
+from scheduler.core.profile import Profile, ScheduleResult
 from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.logs import V, kv
 
@@ -59,6 +59,11 @@ class ClusterIO(Protocol):
 
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         """The ``Scheduled`` event."""
+        ...
+
+    def relaxed(self, pod: PodInfo, node: str, profile: str, plugins: tuple[str, ...], why: str) -> None:
+        """The ``FilterRelaxed`` warning: the pod went to ``node`` only with the filters of
+        ``plugins`` relaxed; ``why``: FailedScheduling's words for the cycle before."""
         ...
 
     def unschedulable(
@@ -211,10 +216,16 @@ class Scheduler:
         )
         with self._idle:
             self._inflight_binds += 1
-        self._binds.submit(self._bind_cycle, qp, profile, state, node, start)
+        self._binds.submit(self._bind_cycle, qp, profile, state, node, start, result)
 
     def _bind_cycle(
-        self, qp: QueuedPod, profile: Profile, state: CycleState, node: str, start: float
+        self,
+        qp: QueuedPod,
+        profile: Profile,
+        state: CycleState,
+        node: str,
+        start: float,
+        result: ScheduleResult,
     ) -> None:
         pi = qp.pod
         try:
@@ -249,6 +260,8 @@ class Scheduler:
                 self.metrics.scheduled(profile.name, qp.attempts, time.monotonic() - first)
                 profile.post_bind(state, pi, node)
                 self.io.scheduled(pi, node, profile.name)
+                if result.relaxed:
+                    self.io.relaxed(pi, node, profile.name, result.relaxed, result.unrelaxed_message)
                 self.queue.done(qp)
             elif outcome is BindOutcome.GONE:
                 logger.info(

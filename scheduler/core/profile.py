@@ -58,7 +58,7 @@ from scheduler.core.framework import (
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.nominator import Nominator, nominated_node_name
 from scheduler.core.podinfo import PodInfo
-from scheduler.logs import kv
+from scheduler.logs import V, kv
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,10 @@ class ScheduleResult:
     node: str
     evaluated: int
     feasible: int
+    relaxed: tuple[str, ...] = ()
+    """The plugins whose filter was relaxed to place the pod (``relaxed_pass``)."""
+    unrelaxed_message: str = ""
+    """Why no node fitted before they were relaxed (FailedScheduling's words)."""
 
 
 def _noop_observer(point: str, status: str, seconds: float) -> None:
@@ -142,6 +146,8 @@ class Profile:
             (by_name[n], w) for n, w in scores if isinstance(by_name[n], ScorePlugin)
         ]
         self.post_filters: list[Any] = pick(post_filters, PostFilterPlugin)
+        self.relaxable = frozenset(p.name for p in self.filters if getattr(p, "relaxable", False))
+        """Filter plugins that may relax their filter when no node fits (``relaxed_pass``)."""
         self._score_nodes = [(p, w, score_nodes_of(p)) for p, w in self.scores]
         # isinstance against a runtime-checkable Protocol is slow: decided once, not per pod.
         self._normalizes = {
@@ -217,14 +223,23 @@ class Profile:
         feasible = filtering.find_feasible(
             state, pod, nodes, len(all_nodes), statuses, skip_filter, nominated
         )
+        relaxed: tuple[str, ...] = ()
+        unrelaxed = ""
+        if not feasible:
+            again = self.relaxed_pass(state, pod, nodes, len(all_nodes), statuses, skip_filter, nominated)
+            if again is None:
+                raise FitError(len(all_nodes), statuses)
+            feasible, relaxed_statuses, relaxed = again
+            if not feasible:
+                raise FitError(len(all_nodes), relaxed_statuses)
+            unrelaxed = FitError(len(all_nodes), statuses).message()
+            statuses = relaxed_statuses
         t2 = time.perf_counter()
         self.observe("Filter", "Success", t2 - t1)
-        if not feasible:
-            raise FitError(len(all_nodes), statuses)
 
         evaluated = len(feasible) + len(statuses)
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, evaluated, 1)
+            return ScheduleResult(feasible[0].name, evaluated, 1, relaxed, unrelaxed)
 
         breakdown: list[tuple[str, int, list[int], list[int]]] | None = [] if breakdown_wanted() else None
         totals = self.score(state, pod, feasible, breakdown)
@@ -232,7 +247,41 @@ class Profile:
         chosen = self._select(feasible, totals)
         if breakdown is not None:
             log_top_nodes(pod, feasible, totals, breakdown, chosen)
-        return ScheduleResult(chosen, evaluated, len(feasible))
+        return ScheduleResult(chosen, evaluated, len(feasible), relaxed, unrelaxed)
+
+    def relaxed_pass(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: list[NodeInfo],
+        num_all_nodes: int,
+        statuses: dict[str, tuple[str, Status]],
+        skip_filter: set[str],
+        nominated: Any,
+    ) -> tuple[list[NodeInfo], dict[str, tuple[str, Status]], tuple[str, ...]] | None:
+        """No node fitted: when a relaxable plugin (the Dynamic plugin's load limits) rejected
+        some, filter again with ``state.relaxed`` set, so that the pod goes where it would
+        without those limits rather than wait for every node's load to fall. None when no
+        relaxable plugin rejected a node; else the feasible nodes, the new statuses (the nodes
+        PreFilter excluded keep theirs) and the relaxable plugins that had rejected nodes.
+
+        From then on the cycle is relaxed: if nothing fits even so, PostFilter (preemption)
+        sees the relaxed statuses, as kube-scheduler without those plugins would."""
+        relaxed = tuple(sorted({p for p, _ in statuses.values()} & self.relaxable))
+        if not relaxed:
+            return None
+        state.relaxed = True
+        evaluated = {ni.name for ni in nodes}
+        again = {name: entry for name, entry in statuses.items() if name not in evaluated}
+        feasible = self.filtering.find_feasible(
+            state, pod, nodes, num_all_nodes, again, skip_filter, nominated
+        )
+        logger.log(
+            V(2),
+            "No node passed every filter; filtered again with the relaxable ones relaxed",
+            extra=kv(pod=pod.key, relaxed=",".join(relaxed), feasible=len(feasible)),
+        )
+        return feasible, again, relaxed
 
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, num_nodes: int

@@ -169,7 +169,7 @@ def estimator_args(values: dict[str, Any]) -> dict[str, Any]:
     lag = sum(prometheus_seconds(prom[k]) or 0.0 for k in ("scrapeInterval", "evaluationInterval"))
     window = sum(prometheus_seconds(v) or 0.0 for v in (prom["rateWindow"], prom["windows"]["avg5m"]))
     derived = {"metricsLag": format_seconds(lag), "metricsWindow": format_seconds(window)}
-    return {**derived, **(values["dynamic"].get("estimator") or {})}
+    return {**derived, **values["dynamic"]["estimator"]}
 
 
 def scheduler_context(method: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -168,7 +168,8 @@ class Dynamic:
     stale_grace: str = yaml_field(check=GO_DURATION_OR_ZERO)
     policy_config_path: str = yaml_field(check=ABSOLUTE_PATH)
     policy: dict[str, Any] = yaml_field()
-    estimator: dict[str, Any] = yaml_field(factory=dict)
+    relax_when_nothing_fits: bool = yaml_field()
+    estimator: dict[str, Any] = yaml_field()
     """The plugin's ``estimator`` args, over what the Prometheus values imply (``estimator_args``)."""
 
     def validate(self, path: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.core.explain import Explanation, NodeExplanation
+from scheduler.core.explain import RELAXED, Explanation, NodeExplanation
 
 MAX_SCORE_COLUMNS = 6
 """Feasible nodes shown in the score table (the best first); -o json lists every one."""
@@ -35,6 +35,17 @@ class Judgement:
 
 def judge(ex: Explanation, bound_to: str) -> Judgement:
     """The verdict line: where ours would put the pod, against where it is bound (if it is)."""
+    j = _judge(ex, bound_to)
+    if ex.relaxed and ex.best:
+        j = Judgement(
+            j.agrees,
+            f"{j.text} No node passed every filter ({ex.unrelaxed_message}), so ours relaxed "
+            f"the {', '.join(ex.relaxed)} filter.",
+        )
+    return j
+
+
+def _judge(ex: Explanation, bound_to: str) -> Judgement:
     if not ex.best:
         if bound_to:
             return Judgement(False, f"ours would not place it anywhere: {ex.message}")
@@ -163,7 +174,8 @@ def render(
 def _filters_cell(n: NodeExplanation) -> str:
     rejected = [v for v in n.filters if v.rejected]
     if not rejected:
-        return f"passed {len(n.filters)}"
+        relaxed = [v.plugin for v in n.filters if v.code == RELAXED]
+        return f"passed {len(n.filters)}" + (f" ({', '.join(relaxed)} relaxed)" if relaxed else "")
     first = rejected[0]
     more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
     return f"{first.plugin}: {first.message}{more}"

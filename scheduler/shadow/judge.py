@@ -77,6 +77,13 @@ class Decision:
 def decide(c: Comparison, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
     """(verdict, ours' node, ours' total, total on ``active_node``, plugin, reason) for a pod the
     active scheduler bound to ``active_node``."""
+    verdict, ours, best, total, plugin, reason = _decide(c, active_node)
+    if c.relaxed and c.best:
+        reason += f" (no node passed every filter: {', '.join(c.relaxed)} relaxed)"
+    return verdict, ours, best, total, plugin, reason
+
+
+def _decide(c: Comparison, active_node: str) -> tuple[str, str, int | None, int | None, str, str]:
     if not c.best:
         return UNSCHEDULABLE, "", None, None, "", c.message
     ours = c.best[0]

@@ -17,7 +17,14 @@ from kubernetes.client import ApiClient
 from scheduler.cluster.client import api_request
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane
-from tests.cluster.util import bound_node, create_pod, kept_to_nodes_config, make_node, scheduler_running
+from tests.cluster.util import (
+    bound_node,
+    create_pod,
+    failed_note,
+    kept_to_nodes_config,
+    make_node,
+    scheduler_running,
+)
 from tests.plugins.dynamic.promapi import FakePrometheus
 
 pytestmark = pytest.mark.apiserver
@@ -41,12 +48,10 @@ def prom() -> Iterator[FakePrometheus]:
         server.close()
 
 
-def test_a_load_refresh_brings_a_refused_pod_back(
-    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
-) -> None:
-    label = f"q{uuid.uuid4().hex[:6]}"
-    node = make_node(admin, f"{label}-n", {"load-test": label})["metadata"]["name"]
-    prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.9"))
+def dynamic_config(
+    apiserver: ControlPlane, label: str, prom: FakePrometheus, tmp_path: Path, **args: object
+) -> tuple[str, dict[str, object]]:
+    """A profile of Dynamic alone at filter and score, on the nodes labelled ``label``."""
     (tmp_path / "policy.yaml").write_text(POLICY)
     profile = f"load-{label}"
     config = kept_to_nodes_config(apiserver, profile, "load-test", label)
@@ -57,9 +62,19 @@ def test_a_load_refresh_brings_a_refused_pod_back(
     config["profiles"][0]["pluginConfig"].append(
         {
             "name": "Dynamic",
-            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml")},
+            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml"), **args},
         }
     )
+    return profile, config
+
+
+def test_a_load_refresh_brings_a_refused_pod_back(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+) -> None:
+    label = f"q{uuid.uuid4().hex[:6]}"
+    node = make_node(admin, f"{label}-n", {"load-test": label})["metadata"]["name"]
+    prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.9"))
+    profile, config = dynamic_config(apiserver, label, prom, tmp_path)
     try:
         with scheduler_running(config, tmp_path) as app:
             create_pod(admin, namespace, "p", profile)
@@ -69,3 +84,33 @@ def test_a_load_refresh_brings_a_refused_pod_back(
             assert bound_node(admin, namespace, "p", timeout=20) == node
     finally:
         api_request(admin, "DELETE", f"/api/v1/nodes/{node}")
+
+
+def test_relaxed_a_pod_goes_to_the_least_loaded_node_over_the_limit_and_says_so(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+) -> None:
+    label = f"r{uuid.uuid4().hex[:6]}"
+    nodes = [make_node(admin, f"{label}-{i}", {"load-test": label})["metadata"]["name"] for i in (1, 2)]
+    prom.set("cpu_usage_avg_5m", ({"instance": nodes[0]}, "0.9"), ({"instance": nodes[1]}, "0.8"))
+    profile, config = dynamic_config(apiserver, label, prom, tmp_path, relaxWhenNothingFits=True)
+    try:
+        with scheduler_running(config, tmp_path):
+            create_pod(admin, namespace, "p", profile)
+            assert bound_node(admin, namespace, "p", timeout=20) == nodes[1]  # the score still counts
+            event = poll(
+                lambda: event_of(admin, namespace, "p", "FilterRelaxed"), 20, "the FilterRelaxed event"
+            )
+            assert event["type"] == "Warning"
+            assert event["note"] == (
+                f"Assigned {namespace}/p to {nodes[1]} with the Dynamic filter relaxed, as no node passed "
+                "every filter: 0/2 nodes are available: 2 node(s) had cpu_usage_avg_5m above 0.65."
+            )
+            assert failed_note(admin, namespace, "p") == ""
+    finally:
+        for n in nodes:
+            api_request(admin, "DELETE", f"/api/v1/nodes/{n}")
+
+
+def event_of(admin: ApiClient, namespace: str, pod: str, reason: str) -> dict[str, object] | None:
+    items = api_request(admin, "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    return next((e for e in items if e["reason"] == reason and e["regarding"]["name"] == pod), None)

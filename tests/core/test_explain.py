@@ -8,10 +8,11 @@ from scheduler.cluster.store import ObjectStore
 from scheduler.config import default_config
 from scheduler.core.cache import Cache
 from scheduler.core.explain import compare, explain
-from scheduler.core.framework import CycleState
+from scheduler.core.framework import CycleState, unresolvable
 from scheduler.core.nominator import Nominator
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.profile import Profile
+from scheduler.explain.text import judge
 from scheduler.profiles import Handle, build_profile, resources_needed
 from tests.core.util import node, pinfo, pod
 
@@ -165,3 +166,52 @@ def test_compare_concludes_what_explain_does():
             if there is not None and there.feasible and other not in ex.best:
                 assert got.lead is not None
                 assert got.lead[1] == ex.deciding_plugin(ex.best[0], other)[1]
+
+
+class OverLimit:
+    """A relaxable filter (as Dynamic's limits) rejecting ``nodes`` unless the pass is relaxed."""
+
+    name = "Load"
+    relaxable = True
+
+    def __init__(self, nodes: set[str]) -> None:
+        self.nodes = nodes
+
+    def filter(self, state, pod, ni):
+        if ni.name in self.nodes and not state.relaxed:
+            return unresolvable("node(s) had load above 0.65")
+        return None
+
+
+def test_a_relaxed_pass_is_explained_and_compared_as_a_cycle_runs_it():
+    c = cluster(node("a", cpu="1"), node("b", cpu="4"), node("c", cpu="8"))
+    base = default_profile(c)
+    plugins = [OverLimit({"a", "b", "c"}), *base.plugins.values()]
+    filters = ["Load", *(p.name for p in base.filters)]
+    scores = [(p.name, w) for p, w in base.scores]
+    prof = Profile(
+        "p", plugins, filters=filters, pre_filters=[p.name for p in base.pre_filters], scores=scores
+    )
+    pi = pinfo("p", cpu="2")
+    chosen = prof.schedule(CycleState(), pi, c)
+    ex = explain(prof, pi, c)
+    assert ex.relaxed == ["Load"] and ex.best == [chosen.node]
+    assert (
+        ex.unrelaxed_message
+        == chosen.unrelaxed_message
+        == "0/3 nodes are available: 3 node(s) had load above 0.65."
+    )
+    load = {n.node: n.filters[0] for n in ex.nodes}
+    assert {v.code for v in load.values()} == {"Relaxed"}
+    assert load["b"].message == "node(s) had load above 0.65"
+    assert ex.node("a").rejection.plugin == "NodeResourcesFit"  # the pass still ran every other filter
+    assert judge(ex, "").text.endswith(
+        "No node passed every filter (0/3 nodes are available: 3 node(s) had load above 0.65.), "
+        "so ours relaxed the Load filter."
+    )
+    got = compare(prof, pi, c, "a")
+    assert (got.best, got.relaxed) == (ex.best, ("Load",))
+    assert got.rejection.plugin == "NodeResourcesFit"
+    # without the relaxable plugin's rejections, no relaxed pass
+    prof.plugins["Load"].nodes = {"a"}
+    assert explain(prof, pi, c).relaxed == [] and compare(prof, pi, c, "a").relaxed == ()

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
-from scheduler.core.framework import Code, PostFilterResult, Status, unschedulable
+from scheduler.core.framework import Code, PostFilterResult, Status, unresolvable, unschedulable
 from scheduler.core.loop import BindOutcome, Scheduler
 from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
@@ -38,6 +38,7 @@ class RecordingIO:
         self.failures: list[tuple[str, str, str]] = []
         self.nominations: list[tuple[str, str | None]] = []
         self.preemptions: list = []
+        self.relaxations: list[tuple[str, str, tuple[str, ...], str]] = []
         self.finish_preemption = None
         self.outcomes = list(outcomes or [])
         self.enqueued: list[tuple[str, str]] = []
@@ -63,6 +64,11 @@ class RecordingIO:
 
     def scheduled(self, p, node_name, profile):
         pass
+
+    def relaxed(self, p, node_name, profile, plugins, why):
+        with self.changed:
+            self.relaxations.append((p.key, node_name, plugins, why))
+            self.changed.notify_all()
 
     def unschedulable(self, p, message, profile, reason, nominated_node=""):
         with self.changed:
@@ -293,3 +299,28 @@ def test_a_failure_without_postfilter_result_clears_the_nomination(preempting_en
     assert io.failures[-1][1].endswith("preemption: nothing to evict")
     assert io.nominations[-1] == ("default/p", "")
     assert queue.nominator.node_of(p["metadata"]["uid"]) == ""
+
+
+class OverLimit:
+    """A relaxable filter rejecting every node, unless the pass is relaxed (as Dynamic's limits)."""
+
+    name = "Load"
+    relaxable = True
+
+    def filter(self, state, p, ni):
+        return None if state.relaxed else unresolvable("node(s) had load above 0.65")
+
+
+def test_a_pod_placed_with_a_filter_relaxed_gets_a_warning_after_its_bind() -> None:
+    io = RecordingIO()
+    prof = Profile("default-scheduler", [OverLimit(), CPUFit()], filters=["Load", "CPUFit"])
+    with running(Cache(), SchedulingQueue(on_enqueue=io.on_enqueue), prof, io) as (_, _, handlers, io, _):
+        handlers.on_node_add(node("n1", cpu="2"))
+        handlers.on_node_add(node("n2", cpu="1"))
+        handlers.on_pod_add(pod("p", cpu="2"))
+        io.wait(lambda: io.relaxations)
+    assert io.bound == {"default/p": "n1"}
+    assert io.relaxations == [
+        ("default/p", "n1", ("Load",), "0/2 nodes are available: 2 node(s) had load above 0.65.")
+    ]
+    assert io.failures == []

@@ -10,6 +10,7 @@ from scheduler.core.framework import (
     PreFilterResult,
     default_normalize,
     default_normalize_list,
+    unresolvable,
     unschedulable,
 )
 from scheduler.core.profile import Profile
@@ -296,3 +297,66 @@ def test_reserve_failure_unreserves_in_reverse_order() -> None:
     st = prof.reserve(CycleState(), pinfo("p"), "n0")
     assert st.plugin == "b"
     assert calls == [("reserve", "a"), ("reserve", "b"), ("unreserve", "b"), ("unreserve", "a")]
+
+
+class LoadLimit(RejectNodes):
+    """A relaxable filter (as Dynamic's limits): rejects its nodes unless the pass is relaxed,
+    and ``always`` (as FailClosed's missing data) even then."""
+
+    def __init__(self, nodes: set[str], always: set[str] = frozenset(), relaxable: bool = True) -> None:
+        super().__init__("Load", nodes, "node(s) had load above 0.65")
+        self.always, self.relaxable = always, relaxable
+
+    def filter(self, state, pod, ni):
+        if ni.name in self.always:
+            return unresolvable("node(s) had no fresh load data")
+        return None if state.relaxed else super().filter(state, pod, ni)
+
+
+def load_profile(load: LoadLimit, *others) -> Profile:
+    return Profile(
+        "p",
+        [load, *others],
+        filters=[load.name, *(o.name for o in others)],
+        scores=[(o.name, 1) for o in others if isinstance(o, ScoreTable)],
+    )
+
+
+def test_when_only_a_relaxable_filter_stands_in_the_way_the_pod_goes_where_it_else_would() -> None:
+    load = LoadLimit({"n0", "n1", "n2"})
+    prof = load_profile(load, ScoreTable("Score", {"n1": 9}))
+    state = CycleState()
+    r = prof.schedule(state, pinfo("p"), cluster(3))
+    assert (r.node, r.relaxed) == ("n1", ("Load",))
+    assert r.unrelaxed_message == "0/3 nodes are available: 3 node(s) had load above 0.65."
+    assert state.relaxed
+
+
+def test_no_relaxed_pass_while_a_node_passes_every_filter_or_the_plugin_may_not_relax() -> None:
+    state = CycleState()
+    r = load_profile(LoadLimit({"n0", "n1"}), ScoreTable("Score", {"n1": 9})).schedule(
+        state, pinfo("p"), cluster(3)
+    )
+    assert (r.node, r.relaxed, state.relaxed) == ("n2", (), False)
+    with pytest.raises(FitError) as e:
+        load_profile(LoadLimit({"n0", "n1", "n2"}, relaxable=False)).schedule(
+            CycleState(), pinfo("p"), cluster(3)
+        )
+    assert e.value.message() == "0/3 nodes are available: 3 node(s) had load above 0.65."
+
+
+def test_the_relaxed_pass_still_runs_every_other_filter_and_what_the_plugin_must_reject() -> None:
+    taint = RejectNodes("TaintToleration", {"n0"}, "node(s) had untolerated taint(s)")
+    cpu = RejectNodes("NodeResourcesFit", {"n1"}, "Insufficient cpu")
+    load = LoadLimit({"n1", "n2", "n3"}, always={"n2"})
+    r = load_profile(load, taint, cpu).schedule(CycleState(), pinfo("p"), cluster(4))
+    assert (r.node, r.relaxed) == ("n3", ("Load",))
+    # Nothing fits even relaxed: the relaxed statuses explain it (and go to preemption), as
+    # kube-scheduler without the limits would say.
+    load = LoadLimit({"n1", "n2"}, always={"n2"})
+    with pytest.raises(FitError) as e:
+        load_profile(load, taint, cpu).schedule(CycleState(), pinfo("p"), cluster(3))
+    assert e.value.message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had no fresh load data, "
+        "1 node(s) had untolerated taint(s)."
+    )

@@ -264,6 +264,12 @@ def test_the_estimator_follows_the_prometheus_windows_unless_set(method: str) ->
     assert (est.enabled, est.metrics_lag, est.metrics_window) == (False, 25.0, 120.0)
 
 
+def test_the_manifests_relax_the_limits_when_nothing_fits_unless_told_not_to() -> None:
+    assert scheduler_files("lease")[0].profiles[0].args["Dynamic"].relax_when_nothing_fits is True
+    off = scheduler_files("static", "dynamic.relaxWhenNothingFits=false")[0]
+    assert off.profiles[0].args["Dynamic"].relax_when_nothing_fits is False
+
+
 def test_bad_estimator_values_are_refused_with_their_path() -> None:
     from scheduler.config import ConfigError
 

@@ -125,6 +125,8 @@ class NodeLoad:
     """When the first value used goes stale (epoch seconds)."""
     verdict: Status | None
     """The filter's answer for pods other than DaemonSet pods."""
+    relaxed_verdict: Status | None
+    """Its answer in a relaxed pass (``CycleState.relaxed``): only FailClosed's missing data."""
     score: int
     """The load part of the score, 0..100, before the hot value."""
     usage: dict[str, float]
@@ -186,6 +188,10 @@ class Dynamic:
         )
         self._priorities = tuple((p.name, p.weight) for p in self.policy.priority)
         self._weight_sum = sum(w for _, w in self._priorities)
+        self.relaxable = args.relax_when_nothing_fits
+        self._no_fresh_data = unresolvable(NO_FRESH_DATA)
+        """The profile filters again without the limits when no node is within them
+        (``Profile.relaxed_pass``)."""
         self.estimator = Estimator(args.estimator, self._metrics) if args.estimator.enabled else None
         self._memo_key = (self.name, object())
         """This instance's adjusted loads in ``NodeInfo.memo`` (profiles configure it apart)."""
@@ -256,7 +262,8 @@ class Dynamic:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if is_daemonset_pod(pod):
             return None
-        return self.node_load(node).verdict
+        load = self.node_load(node)
+        return load.relaxed_verdict if state.relaxed else load.verdict
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         state[_HOT_KEY] = self.hot.values()
@@ -393,12 +400,13 @@ class Dynamic:
         if not unseen:
             return load
         usage = {m: v + unseen.get(m, 0.0) for m, v in load.usage.items()}
-        verdict, score = self._judge(usage, load.medians)
+        verdict, relaxed_verdict, score = self._judge(usage, load.medians)
         return NodeLoad(
             load.node_obj,
             load.generation,
             load.valid_until,
             verdict,
+            relaxed_verdict,
             score,
             usage,
             load.sample_times,
@@ -427,20 +435,22 @@ class Dynamic:
                     sample_times[metric] = sample.sample_time
                     valid_until = min(valid_until, expires)
                     break
-        verdict, score = self._judge(usage, medians)
-        return NodeLoad(node.node, generation, valid_until, verdict, score, usage, sample_times, medians)
+        verdict, relaxed_verdict, score = self._judge(usage, medians)
+        return NodeLoad(
+            node.node, generation, valid_until, verdict, relaxed_verdict, score, usage, sample_times, medians
+        )
 
-    def _judge(self, usage: dict[str, float], medians: dict[str, float]) -> tuple[Status | None, int]:
-        """The filter's verdict and the load score from a node's fresh values."""
+    def _judge(
+        self, usage: dict[str, float], medians: dict[str, float]
+    ) -> tuple[Status | None, Status | None, int]:
+        """The filter's verdict, its relaxed verdict and the load score from a node's fresh values."""
         reasons = [
             reason for metric, limit, reason in self._predicates if metric in usage and usage[metric] > limit
         ]
-        if reasons:
-            verdict: Status | None = unresolvable(*reasons)
-        elif self._fail_closed and any(metric not in usage for metric, _, _ in self._predicates):
-            verdict = unresolvable(NO_FRESH_DATA)
-        else:
-            verdict = None
+        relaxed: Status | None = None
+        if self._fail_closed and any(metric not in usage for metric, _, _ in self._predicates):
+            relaxed = self._no_fresh_data
+        verdict = unresolvable(*reasons) if reasons else relaxed
 
         if self._weight_sum > 0:
             total = 0.0
@@ -452,4 +462,4 @@ class Dynamic:
             score = int(total / self._weight_sum + _FLOAT_NOISE)
         else:
             score = MAX_NODE_SCORE
-        return verdict, score
+        return verdict, relaxed, score

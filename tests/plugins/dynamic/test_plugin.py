@@ -241,6 +241,15 @@ def test_fail_closed_rejects_nodes_without_fresh_predicate_data(fake_prom: FakeP
     assert run_filter(cluster.plugin, pod_info("ds", owner_kind="DaemonSet"), nodes("node-x")) == {
         "node-x": None
     }
+    # A relaxed pass (no node passed every filter) waives the limits, not the missing data.
+    relaxed = CycleState()
+    relaxed.relaxed = True
+    web = pod_info("web")
+    got = {n.name: cluster.plugin.filter(relaxed, web, n) for n in nodes("node-b", "node-d", "node-x")}
+    assert got == {"node-b": got["node-x"], "node-d": None, "node-x": got["node-x"]}
+    assert got["node-x"] is not None and got["node-x"].reasons == (NO_FRESH_DATA,)
+    assert not cluster.plugin.relaxable  # relaxWhenNothingFits: off unless configured, as crane
+    assert Cluster(fake_prom, CRANE_DEFAULT, relax_when_nothing_fits=True).plugin.relaxable
 
 
 def test_a_limit_of_zero_disables_the_check_even_when_failing_closed(

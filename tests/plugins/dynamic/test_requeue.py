@@ -10,6 +10,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from scheduler.config.pluginargs import DynamicArgs
+from scheduler.core.framework import CycleState
 from scheduler.plugins.dynamic.plugin import Dynamic, build_source
 from scheduler.plugins.dynamic.policy import load_policy
 from scheduler.plugins.dynamic.requeue import REFRESHED, STALE, LoadRequeuer
@@ -86,10 +87,10 @@ def test_the_plugin_moves_its_rejects_on_a_refresh_and_when_they_go_stale(
         assert source.refresh("cpu")
         poll(lambda: handle.moved, 10, "the first refresh's move")
         assert handle.moved == [(REFRESHED, frozenset({"Dynamic"}))]
-        assert plugin.filter({}, pod_info("p"), node_info("node-a")) is not None  # rejected
+        assert plugin.filter(CycleState(), pod_info("p"), node_info("node-a")) is not None  # rejected
         # No refresh follows: within the 1 s period (grace 0) the value goes stale.
         poll(lambda: len(handle.moved) > 1, 10, "the stale value's move")
         assert handle.moved[1] == (STALE, frozenset({"Dynamic"}))
-        assert plugin.filter({}, pod_info("p"), node_info("node-a")) is None  # passes: no data
+        assert plugin.filter(CycleState(), pod_info("p"), node_info("node-a")) is None  # passes: no data
     finally:
         plugin.stop()
