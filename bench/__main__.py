@@ -263,7 +263,7 @@ class Bench:
         self.exporter = prom.LoadExporter(metrics, nodes, ct.free_port())
         self.exporter.start()
         self.prometheus = prom.LocalPrometheus(
-            self.args.prometheus, self.workdir, ct.free_port(), self.exporter.port
+            self.args.prometheus, self.workdir, ct.free_port(), prom.exporter_scrape(self.exporter.port)
         )
         self.prometheus.start()
         self.prometheus.wait_series(metrics, len(nodes), progress=self.progress.status)

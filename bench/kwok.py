@@ -111,7 +111,7 @@ def list_bench_nodes(api: ApiClient) -> list[dict[str, Any]]:
             return items
 
 
-def _is_ready(node: dict[str, Any]) -> bool:
+def node_ready(node: dict[str, Any]) -> bool:
     conds = (node.get("status") or {}).get("conditions") or ()
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     # The node lifecycle controller taints a new node not-ready until it sees it Ready.
@@ -204,7 +204,7 @@ def wait_ready(
 
     def all_ready() -> bool:
         nodes = [n for n in list_bench_nodes(api) if n["metadata"]["name"] in wanted]
-        ready[0] = sum(1 for n in nodes if _is_ready(n))
+        ready[0] = sum(1 for n in nodes if node_ready(n))
         if ready[0] < count:
             progress(f"waiting for kwok nodes: {ready[0]}/{count} Ready")
         return ready[0] == count
@@ -284,17 +284,33 @@ def stages_config(stage_files: list[Path]) -> str:
 class KwokController:
     """The kwok controller as a local process."""
 
-    def __init__(self, binary: str, kubeconfig: str, stage_files: list[Path], workdir: Path) -> None:
+    def __init__(
+        self,
+        binary: str,
+        kubeconfig: str,
+        stage_files: list[Path],
+        workdir: Path,
+        *,
+        extra_config: str = "",
+        server_port: int | None = None,
+    ) -> None:
+        """``extra_config``: more documents for its ``--config`` (kwok's ResourceUsage and
+        Metric); ``server_port``: serve kwok's HTTP endpoints (the Metrics) on 127.0.0.1 there."""
         self.binary = binary
         self.kubeconfig = kubeconfig
         self.stage_files = stage_files
         self.workdir = workdir
+        self.extra_config = extra_config
+        self.server_port = server_port
         self.log_path = workdir / "kwok.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         config = self.workdir / "kwok-stages.yaml"
-        config.write_text(stages_config(self.stage_files), encoding="utf-8")
+        text = stages_config(self.stage_files)
+        if self.extra_config:
+            text += "---\n" + self.extra_config
+        config.write_text(text, encoding="utf-8")
         cmd = [
             self.binary,
             f"--kubeconfig={self.kubeconfig}",
@@ -304,6 +320,8 @@ class KwokController:
             f"--cidr={POD_CIDR}",
             "--v=WARN",
         ]
+        if self.server_port is not None:
+            cmd.append(f"--server-address=127.0.0.1:{self.server_port}")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         # No readiness to ask for: a kwok that cannot start (bad flag, kubeconfig) exits within a second.

@@ -80,17 +80,39 @@ class LoadExporter:
             self.server.server_close()
 
 
+def exporter_scrape(port: int) -> list[dict[str, Any]]:
+    """The scrape configuration of the synthetic exporter on ``port``."""
+    return [
+        {
+            "job_name": "bench-node-load",
+            "honor_labels": True,
+            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+        }
+    ]
+
+
 class LocalPrometheus:
-    """Prometheus as a local process, scraping the exporter every ``scrape_interval``."""
+    """Prometheus as a local process: ``scrape_configs`` every ``scrape_interval``, and the rules
+    of ``rules`` (a rule file's text) every ``evaluation_interval``."""
 
     def __init__(
-        self, binary: str, workdir: Path, port: int, exporter_port: int, scrape_interval: str = "15s"
+        self,
+        binary: str,
+        workdir: Path,
+        port: int,
+        scrape_configs: list[dict[str, Any]],
+        scrape_interval: str = "15s",
+        *,
+        evaluation_interval: str = "",
+        rules: str = "",
     ) -> None:
         self.binary = binary
         self.workdir = workdir
         self.port = port
-        self.exporter_port = exporter_port
+        self.scrape_configs = scrape_configs
         self.scrape_interval = scrape_interval
+        self.evaluation_interval = evaluation_interval or scrape_interval
+        self.rules = rules
         self.log_path = workdir / "prometheus.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -98,28 +120,24 @@ class LocalPrometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, *, keep_data: bool = False) -> None:
+        """Start (again, with the data so far if ``keep_data``)."""
         data = self.workdir / "prometheus-data"
-        shutil.rmtree(data, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(data, ignore_errors=True)
         config = self.workdir / "prometheus.yml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {
-                        "scrape_interval": self.scrape_interval,
-                        "evaluation_interval": self.scrape_interval,
-                    },
-                    "scrape_configs": [
-                        {
-                            "job_name": "bench-node-load",
-                            "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{self.exporter_port}"]}],
-                        }
-                    ],
-                }
-            ),
-            encoding="utf-8",
-        )
+        doc: dict[str, Any] = {
+            "global": {
+                "scrape_interval": self.scrape_interval,
+                "evaluation_interval": self.evaluation_interval,
+            },
+            "scrape_configs": self.scrape_configs,
+        }
+        if self.rules:
+            rules = self.workdir / "rules.yml"
+            rules.write_text(self.rules, encoding="utf-8")
+            doc["rule_files"] = [str(rules)]
+        config.write_text(yaml.safe_dump(doc), encoding="utf-8")
         cmd = [
             self.binary,
             f"--config.file={config}",

@@ -7,6 +7,7 @@
 # BENCH_ARGS (more flags of python -m bench).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
+source "$REPO_ROOT/hack/lib/kwok.sh"
 PY=${PY:-$REPO_ROOT/.venv/bin/python}
 cluster_exists || die "no cluster $KIND_CLUSTER: run make kind-up"
 
@@ -17,18 +18,10 @@ fi
 kwok=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kwok)
 kube_scheduler=$("$REPO_ROOT/hack/tools/ensure-bin.sh" kube-scheduler)
 rawbinder=$("$REPO_ROOT/hack/tools/ensure-bin.sh" rawbinder)
-# kwok's own Stages of the pinned release (what kwokctl loads): nodes Ready with
-# Lease heartbeats, pods Running once bound, deleted pods gone.
-kwok_dir=$(cd "$TOOLS_MOD_DIR" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) \
-  || die "cannot find the kwok module source: run make tools"
-stages=("$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml
-        "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
-        "$kwok_dir"/kustomize/stage/pod/fast/pod-ready.yaml
-        "$kwok_dir"/kustomize/stage/pod/fast/pod-delete.yaml)
-for f in "${stages[@]}"; do [[ -f $f ]] || die "kwok Stage file missing: $f"; done
+kwok_stages
 
 args=(--kubeconfig "$KUBECONFIG" --nodes "${BENCH_NODES:-1000}" --pods "${BENCH_PODS:-5000}"
-      --runs "${BENCH_RUNS:-3}" --kwok "$kwok" --kwok-stages "${stages[@]}"
+      --runs "${BENCH_RUNS:-3}" --kwok "$kwok" --kwok-stages "${KWOK_STAGES[@]}"
       --kube-scheduler "$kube_scheduler" --rawbinder "$rawbinder")
 [[ -n ${BENCH_CONTENDERS:-} ]] && args+=(--contenders "$BENCH_CONTENDERS")
 [[ -n ${BENCH_WORKLOADS:-} ]] && args+=(--workloads "$BENCH_WORKLOADS")

@@ -1,0 +1,1 @@
+"""The placement benchmark (``make bench-placement``): where pods go, judged on simulated real usage."""

@@ -1,0 +1,106 @@
+"""The placement benchmark's contenders, each placing the same pods on its own copy of the nodes.
+
+- ``kube-scheduler``: the pinned kube-scheduler, default profile (requests only).
+- ``ours``: ours with the default profile (requests only).
+- ``ours-crane``: ours with the Dynamic plugin as crane-scheduler decides: crane's default
+  policy, no estimate of pods placed since a sample, limits never relaxed.
+- ``ours-dynamic``: ours with the Dynamic plugin as the manifests configure it now: the
+  estimate, and the limits relaxed when no node is within them.
+- ``oracle``: not a scheduler (``oracle``): it knows every pod's real usage at once.
+
+Every contender runs as its own process (the oracle as a thread of the benchmark) with its own
+schedulerName; its pods select its nodes by label.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import contenders as ct
+
+QPS = (5000.0, 5000)
+ALL = ("kube-scheduler", "ours", "ours-crane", "ours-dynamic", "oracle")
+DYNAMIC_WEIGHT = 3
+"""As the manifests weigh the Dynamic score."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    kubeconfig: str
+    workdir: Path
+    kube_scheduler: str
+    prometheus_url: str
+    policy_path: str
+    estimator: dict[str, Any]
+    """The estimator args matching the bench's Prometheus windows (``estimator_args``)."""
+
+
+def scheduler_name(contender: str) -> str:
+    return f"placement-{contender}"
+
+
+def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
+    profile: dict[str, Any] = {"schedulerName": scheduler_name(contender)}
+    if contender in ("ours-crane", "ours-dynamic"):
+        improved = contender == "ours-dynamic"
+        profile["plugins"] = {
+            "filter": {"enabled": [{"name": "Dynamic"}]},
+            "score": {"enabled": [{"name": "Dynamic", "weight": DYNAMIC_WEIGHT}]},
+            "reserve": {"enabled": [{"name": "Dynamic"}]},
+            "postBind": {"enabled": [{"name": "Dynamic"}]},
+        }
+        profile["pluginConfig"] = [
+            {
+                "name": "Dynamic",
+                "args": {
+                    "promeAddr": setup.prometheus_url,
+                    "policyConfigPath": setup.policy_path,
+                    "relaxWhenNothingFits": improved,
+                    "estimator": {**setup.estimator, "enabled": improved},
+                },
+            }
+        ]
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "profiles": [profile],
+    }
+
+
+def start(contender: str, setup: Setup, tag: str) -> ct.Running:
+    """Start a contender's process (not the oracle); its log is ``<workdir>/<name>-<tag>.log``."""
+    base = ct.Setup(setup.kubeconfig, setup.workdir, setup.kube_scheduler, rawbinder="")
+    log = setup.workdir / f"{contender}-{tag}.log"
+    port = ct.free_port()
+    if contender == "kube-scheduler":
+        c = ct.Contender(scheduler_name(contender).removeprefix("bench-"), "kube-scheduler", *QPS)
+        cfg_doc = ct.kube_scheduler_config(c, base)
+        cfg_doc["profiles"] = [{"schedulerName": scheduler_name(contender)}]
+        cfg = setup.workdir / f"{contender}.yaml"
+        cfg.write_text(yaml.safe_dump(cfg_doc), encoding="utf-8")
+        cmd = [setup.kube_scheduler, f"--config={cfg}", f"--secure-port={port}", "--bind-address=127.0.0.1"]
+    else:
+        c = ct.Contender(contender, "ours", *QPS)
+        cfg = setup.workdir / f"{contender}.yaml"
+        cfg.write_text(yaml.safe_dump(ours_config(contender, setup)), encoding="utf-8")
+        cmd = [
+            base.python,
+            "-m",
+            "scheduler",
+            f"--config={cfg}",
+            f"--kubeconfig={setup.kubeconfig}",
+            f"--kube-api-qps={QPS[0]:g}",
+            f"--kube-api-burst={QPS[1]}",
+            f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ct.REPO)
+    return ct.Running(c, proc, log, port, dynamic=contender in ("ours-crane", "ours-dynamic"))
