@@ -15,6 +15,7 @@ schedulerName; its pods select its nodes by label.
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,13 +76,17 @@ def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
 
 def start(contender: str, setup: Setup, tag: str) -> ct.Running:
     """Start a contender's process (not the oracle); its log is ``<workdir>/<name>-<tag>.log``."""
-    base = ct.Setup(setup.kubeconfig, setup.workdir, setup.kube_scheduler, rawbinder="")
     log = setup.workdir / f"{contender}-{tag}.log"
     port = ct.free_port()
     if contender == "kube-scheduler":
-        c = ct.Contender(scheduler_name(contender).removeprefix("bench-"), "kube-scheduler", *QPS)
-        cfg_doc = ct.kube_scheduler_config(c, base)
-        cfg_doc["profiles"] = [{"schedulerName": scheduler_name(contender)}]
+        c = ct.Contender(contender, "kube-scheduler", *QPS)
+        cfg_doc = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": setup.kubeconfig, "qps": QPS[0], "burst": QPS[1]},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": scheduler_name(contender)}],
+        }
         cfg = setup.workdir / f"{contender}.yaml"
         cfg.write_text(yaml.safe_dump(cfg_doc), encoding="utf-8")
         cmd = [setup.kube_scheduler, f"--config={cfg}", f"--secure-port={port}", "--bind-address=127.0.0.1"]
@@ -90,7 +95,7 @@ def start(contender: str, setup: Setup, tag: str) -> ct.Running:
         cfg = setup.workdir / f"{contender}.yaml"
         cfg.write_text(yaml.safe_dump(ours_config(contender, setup)), encoding="utf-8")
         cmd = [
-            base.python,
+            sys.executable,
             "-m",
             "scheduler",
             f"--config={cfg}",
