@@ -101,10 +101,13 @@ def test_relaxed_a_pod_goes_to_the_least_loaded_node_over_the_limit_and_says_so(
                 lambda: event_of(admin, namespace, "p", "FilterRelaxed"), 20, "the FilterRelaxed event"
             )
             assert event["type"] == "Warning"
-            assert event["note"] == (
+            # The shared API server holds other tests' nodes too: they count in "0/N nodes".
+            note = str(event["note"])
+            assert note.startswith(
                 f"Assigned {namespace}/p to {nodes[1]} with the Dynamic filter relaxed, as no node passed "
-                "every filter: 0/2 nodes are available: 2 node(s) had cpu_usage_avg_5m above 0.65."
-            )
+                "every filter: 0/"
+            ), note
+            assert "2 node(s) had cpu_usage_avg_5m above 0.65" in note, note
             assert failed_note(admin, namespace, "p") == ""
     finally:
         for n in nodes:
