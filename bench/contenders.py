@@ -115,26 +115,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ours_config(c: Contender, setup: Setup, dynamic: bool = False) -> dict[str, Any]:
-    profile: dict[str, Any] = {"schedulerName": c.scheduler_name}
-    if dynamic:
-        # As manifests/common/scheduler-config.yaml.j2 enables it.
-        profile["plugins"] = {
+def dynamic_profile(scheduler_name: str, weight: int, args: dict[str, Any]) -> dict[str, Any]:
+    """A profile with the Dynamic plugin, enabled as manifests/common/scheduler-config.yaml.j2
+    enables it, with ``args``."""
+    return {
+        "schedulerName": scheduler_name,
+        "plugins": {
             "filter": {"enabled": [{"name": "Dynamic"}]},
-            "score": {"enabled": [{"name": "Dynamic", "weight": setup.dynamic_weight}]},
+            "score": {"enabled": [{"name": "Dynamic", "weight": weight}]},
             "reserve": {"enabled": [{"name": "Dynamic"}]},
             "postBind": {"enabled": [{"name": "Dynamic"}]},
-        }
-        profile["pluginConfig"] = [
-            {
-                "name": "Dynamic",
-                "args": {
-                    "promeAddr": setup.prometheus_url,
-                    "policyConfigPath": setup.policy_path,
-                    "metricsUpdatePeriodBySeconds": "5m",
-                },
-            }
-        ]
+        },
+        "pluginConfig": [{"name": "Dynamic", "args": args}],
+    }
+
+
+def unelected_config(profile: dict[str, Any]) -> dict[str, Any]:
+    """A configuration of the one ``profile``, without leader election."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -143,14 +140,26 @@ def ours_config(c: Contender, setup: Setup, dynamic: bool = False) -> dict[str, 
     }
 
 
-def kube_scheduler_config(c: Contender, setup: Setup) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": setup.kubeconfig, "qps": c.qps, "burst": c.burst},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": c.scheduler_name}],
+def ours_config(c: Contender, setup: Setup, dynamic: bool = False) -> dict[str, Any]:
+    if not dynamic:
+        return unelected_config({"schedulerName": c.scheduler_name})
+    args = {
+        "promeAddr": setup.prometheus_url,
+        "policyConfigPath": setup.policy_path,
+        "metricsUpdatePeriodBySeconds": "5m",
     }
+    return unelected_config(dynamic_profile(c.scheduler_name, setup.dynamic_weight, args))
+
+
+def kube_scheduler_config(c: Contender, setup: Setup) -> dict[str, Any]:
+    return kube_scheduler_config_of(c.scheduler_name, setup.kubeconfig, c.qps, c.burst)
+
+
+def kube_scheduler_config_of(scheduler_name: str, kubeconfig: str, qps: float, burst: int) -> dict[str, Any]:
+    """kube-scheduler's configuration of one default profile, with its client's kubeconfig and QPS."""
+    config = unelected_config({"schedulerName": scheduler_name})
+    config["clientConnection"] = {"kubeconfig": kubeconfig, "qps": qps, "burst": burst}
+    return config
 
 
 class Running:

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler.logs import JSONFormatter, KlogFormatter
 from tests.apiserver import apiserver, current  # noqa: F401 - registers the session fixture
+from tests.plugins.dynamic.promapi import FakePrometheus
 
 
 @pytest.fixture(autouse=True)
@@ -41,3 +42,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         cp = current()
         if cp is not None:
             rep.sections.append(("API server logs", cp.log_tails()))
+
+
+@pytest.fixture
+def fake_prom() -> Iterator[FakePrometheus]:
+    """A local server speaking Prometheus's query API (tests/plugins/dynamic/promapi.py)."""
+    server = FakePrometheus()
+    try:
+        yield server
+    finally:
+        server.close()

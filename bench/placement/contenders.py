@@ -46,32 +46,17 @@ def scheduler_name(contender: str) -> str:
 
 
 def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
-    profile: dict[str, Any] = {"schedulerName": scheduler_name(contender)}
-    if contender in ("ours-crane", "ours-dynamic"):
-        improved = contender == "ours-dynamic"
-        profile["plugins"] = {
-            "filter": {"enabled": [{"name": "Dynamic"}]},
-            "score": {"enabled": [{"name": "Dynamic", "weight": DYNAMIC_WEIGHT}]},
-            "reserve": {"enabled": [{"name": "Dynamic"}]},
-            "postBind": {"enabled": [{"name": "Dynamic"}]},
-        }
-        profile["pluginConfig"] = [
-            {
-                "name": "Dynamic",
-                "args": {
-                    "promeAddr": setup.prometheus_url,
-                    "policyConfigPath": setup.policy_path,
-                    "relaxWhenNothingFits": improved,
-                    "estimator": {**setup.estimator, "enabled": improved},
-                },
-            }
-        ]
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": False},
-        "profiles": [profile],
+    name = scheduler_name(contender)
+    if contender not in ("ours-crane", "ours-dynamic"):
+        return ct.unelected_config({"schedulerName": name})
+    improved = contender == "ours-dynamic"
+    args = {
+        "promeAddr": setup.prometheus_url,
+        "policyConfigPath": setup.policy_path,
+        "relaxWhenNothingFits": improved,
+        "estimator": {**setup.estimator, "enabled": improved},
     }
+    return ct.unelected_config(ct.dynamic_profile(name, DYNAMIC_WEIGHT, args))
 
 
 def start(contender: str, setup: Setup, tag: str) -> ct.Running:
@@ -80,13 +65,7 @@ def start(contender: str, setup: Setup, tag: str) -> ct.Running:
     port = ct.free_port()
     if contender == "kube-scheduler":
         c = ct.Contender(contender, "kube-scheduler", *QPS)
-        cfg_doc = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": setup.kubeconfig, "qps": QPS[0], "burst": QPS[1]},
-            "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": scheduler_name(contender)}],
-        }
+        cfg_doc = ct.kube_scheduler_config_of(scheduler_name(contender), setup.kubeconfig, *QPS)
         cfg = setup.workdir / f"{contender}.yaml"
         cfg.write_text(yaml.safe_dump(cfg_doc), encoding="utf-8")
         cmd = [setup.kube_scheduler, f"--config={cfg}", f"--secure-port={port}", "--bind-address=127.0.0.1"]

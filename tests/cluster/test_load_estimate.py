@@ -10,7 +10,6 @@ as real metrics do for a while after a placement.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,8 @@ from tests.apiserver import ControlPlane
 from tests.cluster.util import (
     bound_node,
     create_pod,
+    dynamic_config,
     failed_note,
-    kept_to_nodes_config,
     make_node,
     scheduler_running,
 )
@@ -33,45 +32,15 @@ from tests.plugins.dynamic.promapi import FakePrometheus
 
 pytestmark = pytest.mark.apiserver
 
-POLICY = """\
-apiVersion: scheduler.policy.crane.io/v1alpha1
-kind: DynamicSchedulerPolicy
-spec:
-  syncPolicy: [{name: cpu_usage_avg_5m, period: 1s}]
-  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
-  priority: [{name: cpu_usage_avg_5m, weight: 1}]
-"""
-
-
-@pytest.fixture
-def prom() -> Iterator[FakePrometheus]:
-    server = FakePrometheus()
-    try:
-        yield server
-    finally:
-        server.close()
-
 
 def test_placed_pods_count_until_the_metrics_show_them(
-    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, fake_prom: FakePrometheus
 ) -> None:
     label = f"e{uuid.uuid4().hex[:6]}"
     nodes = [make_node(admin, f"{label}-{i}", {"load-test": label})["metadata"]["name"] for i in (1, 2)]
     # 55% of 4 cpu; a pod asking 1 cpu counts as 850m, 21.25%: one more pod takes a node over 65%.
-    prom.set("cpu_usage_avg_5m", *(({"instance": n}, "0.55") for n in nodes))
-    (tmp_path / "policy.yaml").write_text(POLICY)
-    profile = f"estimate-{label}"
-    config = kept_to_nodes_config(apiserver, profile, "load-test", label)
-    config["profiles"][0]["plugins"] = {
-        "filter": {"enabled": [{"name": "Dynamic"}]},
-        "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
-    }
-    config["profiles"][0]["pluginConfig"].append(
-        {
-            "name": "Dynamic",
-            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml")},
-        }
-    )
+    fake_prom.set("cpu_usage_avg_5m", *(({"instance": n}, "0.55") for n in nodes))
+    profile, config = dynamic_config(apiserver, label, fake_prom, tmp_path)
     try:
         with scheduler_running(config, tmp_path) as app:
             # Another scheduler binds a pod to the first node: the API server stamps PodScheduled.
@@ -96,7 +65,7 @@ def test_placed_pods_count_until_the_metrics_show_them(
             assert "2 node(s) had cpu_usage_avg_5m above 0.65" in failed_note(admin, namespace, "second")
 
             # The metrics now show the pods (and the nodes are less loaded than thought).
-            prom.set("cpu_usage_avg_5m", *(({"instance": n}, "0.3") for n in nodes))
+            fake_prom.set("cpu_usage_avg_5m", *(({"instance": n}, "0.3") for n in nodes))
             assert bound_node(admin, namespace, "second") in nodes
     finally:
         for n in nodes:

@@ -8,7 +8,6 @@ The load comes from a local server speaking Prometheus's query API
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,8 @@ from tests.apiserver import ControlPlane
 from tests.cluster.util import (
     bound_node,
     create_pod,
+    dynamic_config,
     failed_note,
-    kept_to_nodes_config,
     make_node,
     scheduler_running,
 )
@@ -29,70 +28,32 @@ from tests.plugins.dynamic.promapi import FakePrometheus
 
 pytestmark = pytest.mark.apiserver
 
-POLICY = """\
-apiVersion: scheduler.policy.crane.io/v1alpha1
-kind: DynamicSchedulerPolicy
-spec:
-  syncPolicy: [{name: cpu_usage_avg_5m, period: 1s}]
-  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
-  priority: [{name: cpu_usage_avg_5m, weight: 1}]
-"""
-
-
-@pytest.fixture
-def prom() -> Iterator[FakePrometheus]:
-    server = FakePrometheus()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def dynamic_config(
-    apiserver: ControlPlane, label: str, prom: FakePrometheus, tmp_path: Path, **args: object
-) -> tuple[str, dict[str, object]]:
-    """A profile of Dynamic alone at filter and score, on the nodes labelled ``label``."""
-    (tmp_path / "policy.yaml").write_text(POLICY)
-    profile = f"load-{label}"
-    config = kept_to_nodes_config(apiserver, profile, "load-test", label)
-    config["profiles"][0]["plugins"] = {
-        "filter": {"enabled": [{"name": "Dynamic"}]},
-        "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
-    }
-    config["profiles"][0]["pluginConfig"].append(
-        {
-            "name": "Dynamic",
-            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml"), **args},
-        }
-    )
-    return profile, config
-
 
 def test_a_load_refresh_brings_a_refused_pod_back(
-    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, fake_prom: FakePrometheus
 ) -> None:
     label = f"q{uuid.uuid4().hex[:6]}"
     node = make_node(admin, f"{label}-n", {"load-test": label})["metadata"]["name"]
-    prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.9"))
-    profile, config = dynamic_config(apiserver, label, prom, tmp_path)
+    fake_prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.9"))
+    profile, config = dynamic_config(apiserver, label, fake_prom, tmp_path)
     try:
         with scheduler_running(config, tmp_path) as app:
             create_pod(admin, namespace, "p", profile)
             uid = api_request(admin, "GET", f"/api/v1/namespaces/{namespace}/pods/p")["metadata"]["uid"]
             poll(lambda: app.queue.where(uid) == "unschedulable", 20, "p refused for the load")
-            prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.3"))
+            fake_prom.set("cpu_usage_avg_5m", ({"instance": node}, "0.3"))
             assert bound_node(admin, namespace, "p", timeout=20) == node
     finally:
         api_request(admin, "DELETE", f"/api/v1/nodes/{node}")
 
 
 def test_relaxed_a_pod_goes_to_the_least_loaded_node_over_the_limit_and_says_so(
-    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, prom: FakePrometheus
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, tmp_path: Path, fake_prom: FakePrometheus
 ) -> None:
     label = f"r{uuid.uuid4().hex[:6]}"
     nodes = [make_node(admin, f"{label}-{i}", {"load-test": label})["metadata"]["name"] for i in (1, 2)]
-    prom.set("cpu_usage_avg_5m", ({"instance": nodes[0]}, "0.9"), ({"instance": nodes[1]}, "0.8"))
-    profile, config = dynamic_config(apiserver, label, prom, tmp_path, relaxWhenNothingFits=True)
+    fake_prom.set("cpu_usage_avg_5m", ({"instance": nodes[0]}, "0.9"), ({"instance": nodes[1]}, "0.8"))
+    profile, config = dynamic_config(apiserver, label, fake_prom, tmp_path, relaxWhenNothingFits=True)
     try:
         with scheduler_running(config, tmp_path):
             create_pod(admin, namespace, "p", profile)

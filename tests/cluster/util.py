@@ -110,6 +110,38 @@ def kept_to_nodes_config(apiserver: Any, profile: str, key: str, value: str) -> 
     }
 
 
+# A crane-scheduler policy of one metric, synced every second, with a 65 % limit.
+DYNAMIC_POLICY = """\
+apiVersion: scheduler.policy.crane.io/v1alpha1
+kind: DynamicSchedulerPolicy
+spec:
+  syncPolicy: [{name: cpu_usage_avg_5m, period: 1s}]
+  predicate: [{name: cpu_usage_avg_5m, maxLimitPecent: 0.65}]
+  priority: [{name: cpu_usage_avg_5m, weight: 1}]
+"""
+
+
+def dynamic_config(
+    apiserver: Any, label: str, prom: Any, tmp_path: Path, **args: object
+) -> tuple[str, dict[str, Any]]:
+    """A profile of Dynamic alone at filter and score (``DYNAMIC_POLICY``, reading ``prom``), on
+    the nodes labelled ``load-test=label``: the profile's name and the configuration."""
+    (tmp_path / "policy.yaml").write_text(DYNAMIC_POLICY)
+    profile = f"load-{label}"
+    config = kept_to_nodes_config(apiserver, profile, "load-test", label)
+    config["profiles"][0]["plugins"] = {
+        "filter": {"enabled": [{"name": "Dynamic"}]},
+        "score": {"enabled": [{"name": "Dynamic", "weight": 3}]},
+    }
+    config["profiles"][0]["pluginConfig"].append(
+        {
+            "name": "Dynamic",
+            "args": {"promeAddr": prom.url, "policyConfigPath": str(tmp_path / "policy.yaml"), **args},
+        }
+    )
+    return profile, config
+
+
 def create_pod(
     admin: ApiClient,
     namespace: str,

@@ -1,22 +1,9 @@
-"""Fixtures for the Dynamic plugin's tests: a fake Prometheus API and fresh metric registries."""
+"""Fixtures for the Dynamic plugin's tests: fresh metric registries (``fake_prom`` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from prometheus_client import CollectorRegistry
-
-from .promapi import FakePrometheus
-
-
-@pytest.fixture
-def fake_prom() -> Iterator[FakePrometheus]:
-    server = FakePrometheus()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
