@@ -4,7 +4,8 @@
 # and an oracle, on kwok nodes whose usage kwok reports to a local Prometheus
 # (python -m bench.placement; see docs/benchmark.md). Variables: PLACEMENT_NODES (per
 # contender, 16), PLACEMENT_RUNS (3), PLACEMENT_SCENARIOS, PLACEMENT_CONTENDERS,
-# PLACEMENT_ARGS (more flags, e.g. --scale 0.3 for a quick look).
+# PLACEMENT_ARGS (more flags, e.g. --scale 0.3 for a quick look, --dynamic-policy FILE and
+# --dynamic-weight N to try another policy or weight for ours-dynamic).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 source "$REPO_ROOT/hack/lib/kwok.sh"

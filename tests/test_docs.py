@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import parse_args as bench_args
+from bench.placement.__main__ import parse_args as placement_args
 from scheduler.cli import DELEGATED, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,8 @@ def known_flags() -> set[str]:
         text = help_text(list(words))
         assert text.startswith("usage:"), f"no help for dynamic-scheduler {' '.join(words)}"
         flags |= set(_FLAG.findall(text))
-    flags |= set(_FLAG.findall(help_text([], bench_args)))
+    for bench in (bench_args, placement_args):
+        flags |= set(_FLAG.findall(help_text([], bench)))
     return flags
 
 

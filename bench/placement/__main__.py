@@ -70,6 +70,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--contenders", default=",".join(pc.ALL))
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument(
+        "--dynamic-policy",
+        type=Path,
+        default=None,
+        help="a crane policy for ours-dynamic instead of the manifests' (to try one; sync periods as written)",
+    )
+    p.add_argument(
+        "--dynamic-weight",
+        type=int,
+        default=pc.DYNAMIC_WEIGHT,
+        help=f"ours-dynamic's Dynamic score weight (default {pc.DYNAMIC_WEIGHT}, as the manifests)",
+    )
+    p.add_argument(
         "--workdir", type=Path, default=None, help="logs (default _artifacts/bench-placement/<time>)"
     )
     args = p.parse_args(argv)
@@ -83,6 +95,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--contenders: unknown contender {c!r}; expected some of: {', '.join(pc.ALL)}")
     if args.nodes < 2:
         p.error("--nodes: expected at least 2")
+    if args.dynamic_policy is not None and not args.dynamic_policy.is_file():
+        p.error(f"--dynamic-policy: no file {args.dynamic_policy}")
+    if args.dynamic_weight < 1:
+        p.error("--dynamic-weight: expected a weight of at least 1")
     return args
 
 
@@ -130,7 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         rules=rules,
     )
     setup = pc.Setup(
-        args.kubeconfig, workdir, args.kube_scheduler, prometheus.url, str(policy_path), estimator
+        args.kubeconfig,
+        workdir,
+        args.kube_scheduler,
+        prometheus.url,
+        str(policy_path),
+        estimator,
+        dynamic_policy_path=str(args.dynamic_policy.resolve()) if args.dynamic_policy else "",
+        dynamic_weight=args.dynamic_weight,
     )
     env = prun.Env(api, setup, prometheus, kwok_port, window, say)
     scenarios = {s: model.build(s, args.seed, args.nodes, args.scale) for s in args.scenario_names}
@@ -176,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         "prometheus": PROMETHEUS_VALUES,
         "syncPeriods": SYNC_PERIODS,
         "estimator": estimator,
+        "oursDynamic": {
+            "policy": str(args.dynamic_policy) if args.dynamic_policy else "the manifests' (crane's default)",
+            "weight": args.dynamic_weight,
+        },
         "minutes": round(took / 60, 1),
     }
     paths = report.write(args.out, about, scenarios, runs, settings)

@@ -39,6 +39,10 @@ class Setup:
     policy_path: str
     estimator: dict[str, Any]
     """The estimator args matching the bench's Prometheus windows (``estimator_args``)."""
+    dynamic_policy_path: str = ""
+    """``ours-dynamic``'s policy, when it is not ``policy_path`` (``--dynamic-policy``)."""
+    dynamic_weight: int = DYNAMIC_WEIGHT
+    """``ours-dynamic``'s Dynamic score weight (``--dynamic-weight``)."""
 
 
 def scheduler_name(contender: str) -> str:
@@ -52,11 +56,12 @@ def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
     improved = contender == "ours-dynamic"
     args = {
         "promeAddr": setup.prometheus_url,
-        "policyConfigPath": setup.policy_path,
+        "policyConfigPath": (improved and setup.dynamic_policy_path) or setup.policy_path,
         "relaxWhenNothingFits": improved,
         "estimator": {**setup.estimator, "enabled": improved},
     }
-    return ct.unelected_config(ct.dynamic_profile(name, DYNAMIC_WEIGHT, args))
+    weight = setup.dynamic_weight if improved else DYNAMIC_WEIGHT
+    return ct.unelected_config(ct.dynamic_profile(name, weight, args))
 
 
 def start(contender: str, setup: Setup, tag: str) -> ct.Running:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.placement import contenders as pc
 from bench.placement import figures as fig
 from bench.placement import model, report
 from bench.placement import run as prun
@@ -146,3 +147,20 @@ def test_goals_state_each_figure_and_whether_it_is_met() -> None:
     cpu = goals["CPU per decision with Dynamic at most 1.2x ours without it"]
     assert (cpu["figure"], cpu["met"]) == (1.05, True)  # (1.1 + 1.0) / (1.0 + 1.0)
     assert all(set(g) >= {"goal", "figure", "met"} for g in goals.values())
+
+
+def test_only_ours_dynamic_takes_the_policy_and_weight_to_try(tmp_path) -> None:
+    setup = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {"metricsLag": "20s"}, "try.yaml", 10)
+
+    def dynamic(contender: str) -> tuple[str, int, bool]:
+        (profile,) = pc.ours_config(contender, setup)["profiles"]
+        (score,) = profile["plugins"]["score"]["enabled"]
+        (cfg,) = profile["pluginConfig"]
+        return cfg["args"]["policyConfigPath"], score["weight"], cfg["args"]["estimator"]["enabled"]
+
+    assert dynamic("ours-dynamic") == ("try.yaml", 10, True)
+    assert dynamic("ours-crane") == ("crane.yaml", pc.DYNAMIC_WEIGHT, False)
+    assert "plugins" not in pc.ours_config("ours", setup)["profiles"][0]
+    default = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {})
+    (profile,) = pc.ours_config("ours-dynamic", default)["profiles"]
+    assert profile["pluginConfig"][0]["args"]["policyConfigPath"] == "crane.yaml"
