@@ -25,6 +25,10 @@ Timeout = tuple[float, float]
 class WatchSettings:
     """How an informer lists and watches (``scheduler.cluster.informers``)."""
 
+    stream_initial_state: bool = True
+    """Get the whole state as a stream of watch events from the API server's watch cache
+    (WatchList, as client-go's informers in v1.37), falling back to a paged list where the
+    server does not offer it."""
     page_size: int = 500
     """Objects per list page (``limit``), as client-go's pager."""
     watch_timeout: int = 300

@@ -331,8 +331,16 @@ class ControlPlane:
         ).start()
         self._wait(lambda: _http_ok(f"{self.etcd_url}/health"), self.etcd, "etcd /health")
 
-    def start_apiserver(self, port: int, *, name: str, audit: bool = False, main: bool = False) -> Proc:
-        """Start a kube-apiserver on ``port`` against our etcd and wait for /readyz.
+    def start_apiserver(
+        self,
+        port: int,
+        *,
+        name: str,
+        audit: bool = False,
+        main: bool = False,
+        extra_args: tuple[str, ...] = (),
+    ) -> Proc:
+        """Start a kube-apiserver on ``port`` against our etcd (with ``extra_args``) and wait for /readyz.
 
         The session's server is one; tests may start another (e.g. to see what
         a client does when the server it talks to restarts), and stop it themselves.
@@ -365,7 +373,7 @@ class ControlPlane:
                 "--audit-log-format=json",
                 "--audit-log-mode=blocking",
             ]
-        proc = Proc(name, args, self.dir / f"{name}.log").start()
+        proc = Proc(name, [*args, *extra_args], self.dir / f"{name}.log").start()
         if not main:
             self.extra.append(proc)
         self._wait(lambda: self._ready(port), proc, f"{name} /readyz")

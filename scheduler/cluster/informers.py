@@ -15,9 +15,17 @@ the loop below streams the watch response itself: a few lines of
 
 The loop:
 
-1. list in pages (``limit``/``continue``), replace the store and deliver the
-   difference to the handlers (adds, updates whose resourceVersion changed,
-   and deletes of objects that vanished while we were not watching);
+1. get the whole state, replace the store and deliver the difference to the
+   handlers (adds, updates whose resourceVersion changed, and deletes of
+   objects that vanished while we were not watching). The state is streamed
+   where the API server offers it (WatchList, on by default since v1.34: a
+   watch with ``sendInitialEvents`` answers from the watch cache with one
+   ADDED event per object, then a bookmark annotated
+   ``k8s.io/initial-events-end``), as client-go's reflector does
+   (``Reflector.watchList``); else, and after any failure of the stream, it is
+   listed in pages (``limit``/``continue``). A server that refuses the
+   stream's parameters (400 or 422: too old, or the feature off) is not asked
+   again;
 2. watch from the list's resourceVersion with ``allowWatchBookmarks``, a
    server ``timeoutSeconds`` and a client read timeout, recording the RV of
    every event and bookmark; when the server ends the watch, watch again from
@@ -53,6 +61,9 @@ from scheduler.settings import WatchSettings
 
 logger = logging.getLogger(__name__)
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streamed initial state (metav1.InitialEventsAnnotationKey)."""
+
 
 @dataclass
 class Handlers:
@@ -66,6 +77,11 @@ class InformerStats:
     """Counters for logs, metrics and tests."""
 
     lists: int = 0
+    """Whole states read by a paged list."""
+    streams: int = 0
+    """Whole states read as a stream of initial events (WatchList)."""
+    stream_fallbacks: int = 0
+    """Streams that failed or were refused, each followed by a list."""
     watches: int = 0
     expired: int = 0
     """410 Gone answers (each one causes a relist)."""
@@ -112,6 +128,7 @@ class Informer:
         self._resp_lock = threading.Lock()
         self._resp: Any = None
         self._progress = False
+        self._stream_refused = False
         self.resource_version: str | None = None
         """The last resourceVersion seen (list, event or bookmark)."""
         self.bookmark_resource_version: str | None = None
@@ -141,7 +158,7 @@ class Informer:
         self._synced.set()
 
     def has_synced(self) -> bool:
-        """True once the first list has been delivered to the handlers."""
+        """True once the first whole state has been delivered to the handlers."""
         return self._synced.is_set()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
@@ -167,7 +184,7 @@ class Informer:
             try:
                 if rv is None:
                     self._progress = False
-                    rv = self._list_and_replace()
+                    rv = self._initial_state()
                     if rv is None:
                         break
                     self._synced.set()
@@ -249,6 +266,78 @@ class Informer:
             if self._stop.is_set():  # a partial list must not replace the store
                 return None
         self.stats.lists += 1
+        self._replace(items, rv, "Listed")
+        return rv
+
+    def _initial_state(self) -> str | None:
+        """The whole state into the store and the handlers: streamed where the server offers it,
+        else listed; its RV (None when stopped meanwhile)."""
+        if self.settings.stream_initial_state and not self._stream_refused:
+            try:
+                return self._stream_and_replace()
+            except Exception as e:  # noqa: BLE001 - any failure of the stream falls back to a list
+                if self._stop.is_set():
+                    return None
+                self.stats.stream_fallbacks += 1
+                refused = isinstance(e, ApiException) and e.status in (400, 422)
+                self._stream_refused = refused
+                logger.log(
+                    V(2) if refused else logging.INFO,
+                    "Streaming the initial state failed; listing instead",
+                    extra=kv(
+                        informer=self.name,
+                        err=f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                        again=not refused,
+                    ),
+                )
+        return self._list_and_replace()
+
+    def _stream_and_replace(self) -> str | None:
+        """Stream the whole state (WatchList), replace the store, deliver the differences; the
+        state's RV (None when stopped meanwhile). The stream is closed at its end bookmark and
+        the watch opened afresh from that RV: one request more than reusing it, and the same
+        recovery as every other watch."""
+        timeout = int(max(self.settings.watch_timeout, self.settings.list_timeout))
+        resp = self._open(
+            self._query(
+                watch="true",
+                sendInitialEvents="true",
+                resourceVersionMatch="NotOlderThan",
+                allowWatchBookmarks="true",
+                timeoutSeconds=timeout,
+            ),
+            "the initial state",
+        )
+        items: dict[str, Obj] = {}
+        try:
+            for line in _lines(resp):
+                if self._stop.is_set():
+                    return None
+                ev = decode(line)
+                typ, obj = ev.get("type"), ev.get("object") or {}
+                if typ == "ERROR":
+                    raise _WatchError(
+                        f"watch ERROR event {obj.get('code')} {obj.get('reason')}: {obj.get('message')}"
+                    )
+                meta = obj.get("metadata") or {}
+                if typ == "BOOKMARK":
+                    if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                        rv = str(meta.get("resourceVersion") or "")
+                        self.stats.streams += 1
+                        self._replace(items, rv, "Streamed")
+                        return rv
+                elif typ == "DELETED":
+                    items.pop(object_key(obj), None)
+                else:  # ADDED, or an object changed while the state was being sent
+                    items[object_key(obj)] = obj
+            if self._stop.is_set():
+                return None
+            raise _WatchError(f"the watch ended after {len(items)} objects, before the initial state's end")
+        finally:
+            self._close(resp, clean=False)
+
+    def _replace(self, items: dict[str, Obj], rv: str, how: str) -> None:
+        """Make ``items`` (at ``rv``) the store's content and deliver the differences."""
         self.resource_version = rv
         old = self.store.replace(items)
         adds = updates = deletes = 0
@@ -265,19 +354,14 @@ class Informer:
             self._dispatch("delete", key, prev)
         logger.log(
             V(2),
-            "Listed",
+            how,
             extra=kv(
                 informer=self.name, items=len(items), rv=rv, added=adds, updated=updates, deleted=deletes
             ),
         )
-        return rv
 
-    def _watch(self, rv: str) -> str:
-        self._progress = False
-        timeout = int(self.settings.watch_timeout * (1 + random.random()))
-        query = self._query(
-            watch="true", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=timeout
-        )
+    def _open(self, query: list[tuple[str, Any]], what: str) -> Any:
+        """Open a watch request (streamed, not read yet) and make it the one :meth:`stop` cuts."""
         try:
             resp = self.api.call_api(
                 self.resource.path,
@@ -290,13 +374,29 @@ class Informer:
             )
         except ApiException as e:
             if e.status == 410:
-                raise _ExpiredError(f"{e.reason}: watch from {rv}") from e
+                raise _ExpiredError(f"{e.reason}: watch of {what}") from e
             raise
-        self.stats.watches += 1
         with self._resp_lock:
             self._resp = resp
         if self._stop.is_set():
             self._abort_response()
+        return resp
+
+    def _close(self, resp: Any, *, clean: bool) -> None:
+        with self._resp_lock:
+            self._resp = None
+        if not clean:
+            resp.close()  # a half-read stream can't go back to the pool as is
+        resp.release_conn()
+
+    def _watch(self, rv: str) -> str:
+        self._progress = False
+        timeout = int(self.settings.watch_timeout * (1 + random.random()))
+        query = self._query(
+            watch="true", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=timeout
+        )
+        resp = self._open(query, rv)
+        self.stats.watches += 1
         logger.log(V(4), "Watching", extra=kv(informer=self.name, rv=rv, timeoutSeconds=timeout))
         clean = False
         try:
@@ -311,11 +411,7 @@ class Informer:
                 return rv
             raise
         finally:
-            with self._resp_lock:
-                self._resp = None
-            if not clean:
-                resp.close()  # a half-read stream can't go back to the pool as is
-            resp.release_conn()
+            self._close(resp, clean=clean)
         return rv
 
     def _handle_event(self, ev: Obj, rv: str) -> str:

@@ -8,8 +8,9 @@ It creates the pods (kube-scheduler-like specs: two containers with requests,
 labels, a toleration, node affinity), then times
 
 - LIST: the typed call (``V1PodList`` models), the same call with
-  ``_preload_content=False`` + ``json.loads``, and our Informer's paginated list
-  (500 per page) up to ``has_synced``;
+  ``_preload_content=False`` + ``json.loads``, and our Informer up to
+  ``has_synced``, from a paginated list (500 per page) and from a streamed
+  initial state (WatchList);
 - WATCH: replaying the 5000 ADDED events from the resourceVersion before
   the creation (the watch cache keeps them), through ``Watch.stream`` with
   and without ``deserialize``, and through our line reader.
@@ -33,6 +34,7 @@ from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.informers import Informer, _lines
 from scheduler.cluster.store import PODS
 from scheduler.logs import setup
+from scheduler.settings import WatchSettings
 from tests.apiserver import ControlPlane, measure_on_standalone
 
 logger = logging.getLogger("measure_informer")
@@ -140,12 +142,15 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
         results["list bytes"] = [len(body)]
         return len(json.loads(body)["items"])
 
-    def informer_sync() -> int:
-        inf = Informer(api, PODS).start()
-        inf.wait_for_sync(120)
-        n = len(inf.store)
-        inf.stop()
-        return n
+    def informer_sync(stream: bool) -> Callable[[], int]:
+        def run() -> int:
+            inf = Informer(api, PODS, settings=WatchSettings(stream_initial_state=stream)).start()
+            inf.wait_for_sync(120)
+            n = len(inf.store)
+            inf.stop()
+            return n
+
+        return run
 
     def watch_stream(deserialize: bool) -> Callable[[], int]:
         def run() -> int:
@@ -196,7 +201,8 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
     for _ in range(3):
         timed("list: typed (models)", list_models, results)
         timed("list: _preload_content=False + json.loads", list_raw, results)
-        timed("list: Informer (pages of 500) to synced", informer_sync, results)
+        timed("list: Informer (pages of 500) to synced", informer_sync(False), results)
+        timed("list: Informer (streamed, WatchList) to synced", informer_sync(True), results)
         timed("watch: Watch.stream deserialize=True", watch_stream(True), results)
         timed("watch: Watch.stream deserialize=False", watch_stream(False), results)
         timed("watch: our line reader + json.loads", watch_ours, results)

@@ -64,7 +64,8 @@ def informer(api, resource=PODS, rec: Recorder | None = None, **kw: Any) -> Info
 def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) -> None:
     before = make_pod(admin, namespace)
     rec = Recorder(namespace)
-    inf = informer(admin, rec=rec, page_size=2)  # pages: exercise limit/continue
+    # a list in pages (exercise limit/continue), not the stream
+    inf = informer(admin, rec=rec, page_size=2, stream_initial_state=False)
     try:
         assert inf.wait_for_sync(10)
         k0 = f"{namespace}/{before['metadata']['name']}"
@@ -87,9 +88,51 @@ def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) ->
         api_request(admin, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")
         poll(lambda: rec.of("delete", key), 5, "delete")
         assert inf.store.get(key) is None
-        assert inf.stats.lists == 1 and inf.stats.expired == 0
+        assert inf.stats.lists == 1 and inf.stats.streams == 0 and inf.stats.expired == 0
     finally:
         inf.stop()
+
+
+def test_the_initial_state_is_streamed_then_watched(admin, namespace: str) -> None:
+    before = [make_pod(admin, namespace) for _ in range(3)]
+    rec = Recorder(namespace)
+    inf = informer(admin, rec=rec)
+    try:
+        assert inf.wait_for_sync(10)
+        assert (inf.stats.streams, inf.stats.lists, inf.stats.stream_fallbacks) == (1, 0, 0), inf.stats
+        for p in before:
+            key = f"{namespace}/{p['metadata']['name']}"
+            assert len(rec.of("add", key)) == 1
+            assert inf.store.get(key)["metadata"]["uid"] == p["metadata"]["uid"]
+        assert int(inf.resource_version) >= max(int(p["metadata"]["resourceVersion"]) for p in before)
+        # the watch goes on from the stream's end
+        after = make_pod(admin, namespace)
+        poll(lambda: rec.of("add", f"{namespace}/{after['metadata']['name']}"), 5, "an add after the stream")
+        assert inf.stats.watches >= 1 and inf.stats.watch_errors == 0, inf.stats
+    finally:
+        inf.stop()
+
+
+def test_a_server_without_watchlist_is_listed_instead(apiserver: ControlPlane, admin, namespace: str) -> None:
+    """A server with the WatchList feature off (or older than v1.27) refuses the stream's
+    parameters: the informer lists, and does not ask that server again on a relist."""
+    port = free_port()
+    server = apiserver.start_apiserver(
+        port, name=f"kube-apiserver-{port}", extra_args=("--feature-gates=WatchList=false",)
+    )
+    api = apiserver.api_client(server=f"https://127.0.0.1:{port}")
+    pod = make_pod(admin, namespace)
+    rec = Recorder(namespace)
+    inf = informer(api, rec=rec)
+    try:
+        assert inf.wait_for_sync(20)
+        assert (inf.stats.streams, inf.stats.lists, inf.stats.stream_fallbacks) == (0, 1, 1), inf.stats
+        assert rec.of("add", f"{namespace}/{pod['metadata']['name']}")
+        assert inf._initial_state() is not None  # a relist, as after a 410
+        assert (inf.stats.lists, inf.stats.stream_fallbacks) == (2, 1), inf.stats
+    finally:
+        inf.stop()
+        server.stop()
 
 
 def test_terminal_pods_leave_the_pod_informer(admin, namespace: str) -> None:
@@ -169,7 +212,8 @@ def test_bookmarks_and_server_timeouts_rewatch_without_relisting(admin) -> None:
 
         # 30 s: a few watch periods even when the test API server shares a busy machine.
         poll(bookmarked_and_rewatched, 30, "a bookmark and a rewatch", interval=1.0)
-        assert inf.stats.lists == 1 and inf.stats.expired == 0 and inf.stats.watch_errors == 0, inf.stats
+        assert inf.stats.lists + inf.stats.streams == 1, inf.stats
+        assert inf.stats.expired == 0 and inf.stats.watch_errors == 0, inf.stats
         assert int(inf.bookmark_resource_version) >= int(node["metadata"]["resourceVersion"]) > list_rv
     finally:
         inf.stop()
@@ -241,7 +285,7 @@ def test_410_after_a_gap_relists_and_delivers_missed_deletes(
         proxy.set_upstream(port)
         proxy.heal()
         poll(lambda: all(rec.of("delete", k) for k in keys[:2]), 30, "the missed deletes")
-        assert inf.stats.expired >= 1 and inf.stats.lists >= 2
+        assert inf.stats.expired >= 1 and inf.stats.lists + inf.stats.streams >= 2
         assert rec.of("add", f"{namespace}/{added['metadata']['name']}")
         _, new = rec.of("update", keys[2])[-1]
         assert new["metadata"]["labels"] == {"gap": "yes"}
