@@ -34,6 +34,7 @@ The loop:
 3. on 410 Gone (as an HTTP status or an ERROR event) relist at once; on any
    other ERROR event or list failure, back off and relist.
 
+Objects are stored without ``metadata.managedFields`` (:func:`trimmed`).
 Handlers run on the informer's thread, in event order; an exception in one is
 logged with the object's key and does not stop the informer. Handlers and
 readers of the store get the stored dicts themselves: treat them as read-only.
@@ -257,7 +258,7 @@ class Informer:
                     continue
                 raise
             for obj in page.get("items") or ():
-                items[object_key(obj)] = obj
+                items[object_key(obj)] = trimmed(obj)
             meta = page.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
             cont = meta.get("continue")
@@ -329,7 +330,7 @@ class Informer:
                 elif typ == "DELETED":
                     items.pop(object_key(obj), None)
                 else:  # ADDED, or an object changed while the state was being sent
-                    items[object_key(obj)] = obj
+                    items[object_key(obj)] = trimmed(obj)
             if self._stop.is_set():
                 return None
             raise _WatchError(f"the watch ended after {len(items)} objects, before the initial state's end")
@@ -430,6 +431,7 @@ class Informer:
             self.resource_version = new_rv
             return new_rv
         self.stats.events += 1
+        trimmed(obj)
         key = object_key(obj)
         if typ == "ADDED" or typ == "MODIFIED":
             old = self.store.set(key, obj)
@@ -469,6 +471,16 @@ class Informer:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def trimmed(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields`` (in place): nothing here reads them, and they
+    are often the largest part of a pod or a node. kube-scheduler drops them from its pods
+    (``newPodInformer``'s transform)."""
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    return obj
 
 
 def _lines(resp: Any) -> Iterator[bytes]:

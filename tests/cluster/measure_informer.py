@@ -13,7 +13,9 @@ labels, a toleration, node affinity), then times
   initial state (WatchList);
 - WATCH: replaying the 5000 ADDED events from the resourceVersion before
   the creation (the watch cache keeps them), through ``Watch.stream`` with
-  and without ``deserialize``, and through our line reader.
+  and without ``deserialize``, and through our line reader;
+- MEMORY: what the listed pods take as Python objects (tracemalloc), as sent
+  and as the informer stores them (``trimmed``: without managedFields).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import logging
 import time
+import tracemalloc
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +34,7 @@ from kubernetes import watch
 from kubernetes.client import CoreV1Api
 
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.informers import Informer, _lines
+from scheduler.cluster.informers import Informer, _lines, trimmed
 from scheduler.cluster.store import PODS
 from scheduler.logs import setup
 from scheduler.settings import WatchSettings
@@ -209,6 +212,27 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
     logger.info(
         "bytes per pod in a list",
         extra={"kv": {"bytes": round(results.pop("list bytes")[0] / args.pods)}},
+    )
+    body = core.list_pod_for_all_namespaces(_preload_content=False, _request_timeout=120).data
+
+    def held(build: Callable[[], list[Any]]) -> int:
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            objects = build()
+            size = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+        return round(size / len(objects))
+
+    logger.info(
+        "memory per pod as Python objects",
+        extra={
+            "kv": {
+                "asSent": held(lambda: json.loads(body)["items"]),
+                "stored": held(lambda: [trimmed(p) for p in json.loads(body)["items"]]),
+            }
+        },
     )
     for what, runs in results.items():
         wall = sorted(r[0] for r in runs)[len(runs) // 2]

@@ -70,6 +70,7 @@ def test_list_then_watch_delivers_adds_updates_deletes(admin, namespace: str) ->
         assert inf.wait_for_sync(10)
         k0 = f"{namespace}/{before['metadata']['name']}"
         assert rec.of("add", k0) and inf.store.get(k0)["metadata"]["uid"] == before["metadata"]["uid"]
+        assert before["metadata"]["managedFields"] and "managedFields" not in inf.store.get(k0)["metadata"]
 
         pod = make_pod(admin, namespace)
         key = f"{namespace}/{pod['metadata']['name']}"
@@ -104,10 +105,15 @@ def test_the_initial_state_is_streamed_then_watched(admin, namespace: str) -> No
             key = f"{namespace}/{p['metadata']['name']}"
             assert len(rec.of("add", key)) == 1
             assert inf.store.get(key)["metadata"]["uid"] == p["metadata"]["uid"]
+            # stored without the managedFields the API server keeps
+            assert p["metadata"]["managedFields"] and "managedFields" not in inf.store.get(key)["metadata"]
         assert int(inf.resource_version) >= max(int(p["metadata"]["resourceVersion"]) for p in before)
         # the watch goes on from the stream's end
         after = make_pod(admin, namespace)
-        poll(lambda: rec.of("add", f"{namespace}/{after['metadata']['name']}"), 5, "an add after the stream")
+        (added,) = poll(
+            lambda: rec.of("add", f"{namespace}/{after['metadata']['name']}"), 5, "an add after the stream"
+        )
+        assert after["metadata"]["managedFields"] and "managedFields" not in added["metadata"]
         assert inf.stats.watches >= 1 and inf.stats.watch_errors == 0, inf.stats
     finally:
         inf.stop()
