@@ -317,11 +317,9 @@ class Informer:
                 ev = decode(line)
                 typ, obj = ev.get("type"), ev.get("object") or {}
                 if typ == "ERROR":
-                    raise _WatchError(
-                        f"watch ERROR event {obj.get('code')} {obj.get('reason')}: {obj.get('message')}"
-                    )
-                meta = obj.get("metadata") or {}
+                    raise _event_error(obj)
                 if typ == "BOOKMARK":
+                    meta = obj.get("metadata") or {}
                     if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
                         rv = str(meta.get("resourceVersion") or "")
                         self.stats.streams += 1
@@ -419,11 +417,7 @@ class Informer:
         typ = ev.get("type")
         obj = ev.get("object") or {}
         if typ == "ERROR":
-            code = obj.get("code")
-            msg = f"{obj.get('reason')}: {obj.get('message')}"
-            if code == 410:
-                raise _ExpiredError(msg)
-            raise _WatchError(f"watch ERROR event {code} {msg}")
+            raise _event_error(obj)
         new_rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
         if typ == "BOOKMARK":
             self.stats.bookmarks += 1
@@ -471,6 +465,16 @@ class Informer:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def _event_error(status: Obj) -> Exception:
+    """What a watch ERROR event (its object a Status) raises: 410 Gone relists at once, the rest
+    back off first."""
+    code = status.get("code")
+    msg = f"{status.get('reason')}: {status.get('message')}"
+    if code == 410:
+        return _ExpiredError(msg)
+    return _WatchError(f"watch ERROR event {code} {msg}")
 
 
 def trimmed(obj: Obj) -> Obj:
