@@ -32,6 +32,8 @@ from scheduler.deploy.values import load_values, prometheus_seconds
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results" / "placement"
+CRANE_POLICY = REPO / "tests" / "data" / "crane-scheduler" / "policy.yaml"
+"""crane-scheduler's default policy as it ships it (source and licence beside it): ``ours-crane``'s."""
 logger = logging.getLogger("bench.placement")
 
 PROMETHEUS_VALUES = [
@@ -103,7 +105,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def bench_policy(policy: dict[str, Any]) -> dict[str, Any]:
-    """crane's default policy with the periods of SYNC_PERIODS."""
+    """A policy with the periods of SYNC_PERIODS."""
     out = json.loads(json.dumps(policy))
     for entry in out["spec"]["syncPolicy"]:
         entry["period"] = SYNC_PERIODS.get(entry["name"], entry.get("period"))
@@ -122,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     values = load_values(REPO / "manifests" / "values.yaml", sets=PROMETHEUS_VALUES)
     rendered = render("prometheus", values, REPO / "manifests")
     rules = rendered.files["rules.yml"]
-    policy = bench_policy(values.data["dynamic"]["policy"])
-    policy_path = workdir / "policy.yaml"
-    policy_path.write_text(yaml.safe_dump(policy), encoding="utf-8")
+    crane_policy_path = workdir / "crane-policy.yaml"
+    crane_policy = yaml.safe_load(CRANE_POLICY.read_text(encoding="utf-8"))
+    crane_policy_path.write_text(yaml.safe_dump(bench_policy(crane_policy)), encoding="utf-8")
+    manifests_policy_path = workdir / "policy.yaml"
+    manifests_policy = bench_policy(values.data["dynamic"]["policy"])
+    manifests_policy_path.write_text(yaml.safe_dump(manifests_policy), encoding="utf-8")
     estimator = estimator_args(values.data)
     prom_values = values.data["prometheus"]
     window = (prometheus_seconds(prom_values["rateWindow"]) or 0.0) + (
@@ -150,9 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         workdir,
         args.kube_scheduler,
         prometheus.url,
-        str(policy_path),
+        str(crane_policy_path),
         estimator,
-        dynamic_policy_path=str(args.dynamic_policy.resolve()) if args.dynamic_policy else "",
+        dynamic_policy_path=str(
+            args.dynamic_policy.resolve() if args.dynamic_policy else manifests_policy_path
+        ),
         dynamic_weight=args.dynamic_weight,
     )
     env = prun.Env(api, setup, prometheus, kwok_port, window, say)
@@ -200,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "syncPeriods": SYNC_PERIODS,
         "estimator": estimator,
         "oursDynamic": {
-            "policy": str(args.dynamic_policy) if args.dynamic_policy else "the manifests' (crane's default)",
+            "policy": str(args.dynamic_policy) if args.dynamic_policy else "the manifests'",
             "weight": args.dynamic_weight,
         },
         "minutes": round(took / 60, 1),

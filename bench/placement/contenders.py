@@ -36,11 +36,12 @@ class Setup:
     workdir: Path
     kube_scheduler: str
     prometheus_url: str
-    policy_path: str
+    crane_policy_path: str
+    """``ours-crane``'s policy: crane-scheduler's default."""
     estimator: dict[str, Any]
     """The estimator args matching the bench's Prometheus windows (``estimator_args``)."""
-    dynamic_policy_path: str = ""
-    """``ours-dynamic``'s policy, when it is not ``policy_path`` (``--dynamic-policy``)."""
+    dynamic_policy_path: str
+    """``ours-dynamic``'s policy: the manifests', or the one of ``--dynamic-policy``."""
     dynamic_weight: int = DYNAMIC_WEIGHT
     """``ours-dynamic``'s Dynamic score weight (``--dynamic-weight``)."""
 
@@ -56,7 +57,7 @@ def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
     improved = contender == "ours-dynamic"
     args = {
         "promeAddr": setup.prometheus_url,
-        "policyConfigPath": (improved and setup.dynamic_policy_path) or setup.policy_path,
+        "policyConfigPath": setup.dynamic_policy_path if improved else setup.crane_policy_path,
         "relaxWhenNothingFits": improved,
         "estimator": {**setup.estimator, "enabled": improved},
     }

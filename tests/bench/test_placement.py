@@ -149,7 +149,7 @@ def test_goals_state_each_figure_and_whether_it_is_met() -> None:
     assert all(set(g) >= {"goal", "figure", "met"} for g in goals.values())
 
 
-def test_only_ours_dynamic_takes_the_policy_and_weight_to_try(tmp_path) -> None:
+def test_ours_crane_keeps_cranes_policy_and_ours_dynamic_takes_the_other(tmp_path) -> None:
     setup = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {"metricsLag": "20s"}, "try.yaml", 10)
 
     def dynamic(contender: str) -> tuple[str, int, bool]:
@@ -161,6 +161,7 @@ def test_only_ours_dynamic_takes_the_policy_and_weight_to_try(tmp_path) -> None:
     assert dynamic("ours-dynamic") == ("try.yaml", 10, True)
     assert dynamic("ours-crane") == ("crane.yaml", pc.DYNAMIC_WEIGHT, False)
     assert "plugins" not in pc.ours_config("ours", setup)["profiles"][0]
-    default = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {})
+    default = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {}, "manifests.yaml")
     (profile,) = pc.ours_config("ours-dynamic", default)["profiles"]
-    assert profile["pluginConfig"][0]["args"]["policyConfigPath"] == "crane.yaml"
+    assert profile["pluginConfig"][0]["args"]["policyConfigPath"] == "manifests.yaml"
+    assert profile["plugins"]["score"]["enabled"][0]["weight"] == pc.DYNAMIC_WEIGHT

@@ -75,11 +75,12 @@ def test_files_merge_and_later_wins(tmp_path: Path) -> None:
 
 
 def test_lists_are_replaced_whole(tmp_path: Path) -> None:
-    f = tmp_path / "hot.yaml"
-    f.write_text("dynamic: {policy: {spec: {hotValue: [{timeRange: 2m, count: 1}]}}}\n")
+    f = tmp_path / "cpu-only.yaml"
+    f.write_text("dynamic: {policy: {spec: {priority: [{name: cpu_usage_avg_5m, weight: 1}]}}}\n")
     v = values(files=(str(f),))
-    assert v.data["dynamic"]["policy"]["spec"]["hotValue"] == [{"timeRange": "2m", "count": 1}]
-    assert len(v.data["dynamic"]["policy"]["spec"]["priority"]) == 6
+    spec = v.data["dynamic"]["policy"]["spec"]
+    assert spec["priority"] == [{"name": "cpu_usage_avg_5m", "weight": 1}]
+    assert spec["syncPolicy"] == values().data["dynamic"]["policy"]["spec"]["syncPolicy"]
 
 
 @pytest.mark.parametrize(
