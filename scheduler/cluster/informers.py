@@ -34,7 +34,8 @@ The loop:
 3. on 410 Gone (as an HTTP status or an ERROR event) relist at once; on any
    other ERROR event or list failure, back off and relist.
 
-Objects are stored without ``metadata.managedFields`` (:func:`trimmed`).
+Objects are stored slim (:mod:`scheduler.cluster.slim`): without ``managedFields``, and pods
+and nodes without what only the kubelet reads.
 Handlers run on the informer's thread, in event order; an exception in one is
 logged with the object's key and does not stop the informer. Handlers and
 readers of the store get the stored dicts themselves: treat them as read-only.
@@ -56,6 +57,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.cluster.client import api_request, decode
+from scheduler.cluster.slim import slimmer
 from scheduler.cluster.store import Obj, ObjectStore, Resource, object_key
 from scheduler.logs import V, kv
 from scheduler.settings import WatchSettings
@@ -120,6 +122,7 @@ class Informer:
         self.resource = resource
         self.name = name or resource.plural
         self.store = ObjectStore()
+        self._slim = slimmer(resource.plural)
         self.stats = InformerStats()
         self.settings = settings or WatchSettings()
         self._handlers: list[Handlers] = []
@@ -258,7 +261,7 @@ class Informer:
                     continue
                 raise
             for obj in page.get("items") or ():
-                items[object_key(obj)] = trimmed(obj)
+                items[object_key(obj)] = self._slim(obj)
             meta = page.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
             cont = meta.get("continue")
@@ -328,7 +331,7 @@ class Informer:
                 elif typ == "DELETED":
                     items.pop(object_key(obj), None)
                 else:  # ADDED, or an object changed while the state was being sent
-                    items[object_key(obj)] = trimmed(obj)
+                    items[object_key(obj)] = self._slim(obj)
             if self._stop.is_set():
                 return None
             raise _WatchError(f"the watch ended after {len(items)} objects, before the initial state's end")
@@ -425,7 +428,7 @@ class Informer:
             self.resource_version = new_rv
             return new_rv
         self.stats.events += 1
-        trimmed(obj)
+        self._slim(obj)
         key = object_key(obj)
         if typ == "ADDED" or typ == "MODIFIED":
             old = self.store.set(key, obj)
@@ -475,16 +478,6 @@ def _event_error(status: Obj) -> Exception:
     if code == 410:
         return _ExpiredError(msg)
     return _WatchError(f"watch ERROR event {code} {msg}")
-
-
-def trimmed(obj: Obj) -> Obj:
-    """``obj`` without ``metadata.managedFields`` (in place): nothing here reads them, and they
-    are often the largest part of a pod or a node. kube-scheduler drops them from its pods
-    (``newPodInformer``'s transform)."""
-    meta = obj.get("metadata")
-    if meta is not None:
-        meta.pop("managedFields", None)
-    return obj
 
 
 def _lines(resp: Any) -> Iterator[bytes]:

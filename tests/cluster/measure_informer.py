@@ -11,11 +11,16 @@ labels, a toleration, node affinity), then times
   ``_preload_content=False`` + ``json.loads``, and our Informer up to
   ``has_synced``, from a paginated list (500 per page) and from a streamed
   initial state (WatchList);
-- WATCH: replaying the 5000 ADDED events from the resourceVersion before
-  the creation (the watch cache keeps them), through ``Watch.stream`` with
+- WATCH: replaying the first ``--pods`` events (creations, binds, status
+  writes) from the resourceVersion before the creation (the watch cache keeps
+  them), through ``Watch.stream`` with
   and without ``deserialize``, and through our line reader;
-- MEMORY: what the listed pods take as Python objects (tracemalloc), as sent
-  and as the informer stores them (``trimmed``: without managedFields).
+- MEMORY: what the listed pods take as Python objects (tracemalloc): as sent
+  (``json.loads``), decoded as the informer decodes (orjson) without managedFields
+  only, and as the informer stores them (``slim_pod``).
+
+The pods are running ones: bound to nodes, with a status as a kubelet writes it
+(conditions, addresses, a status per container), probes and a command.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client import CoreV1Api
 
-from scheduler.cluster.client import ClientOptions, api_request, new_api_client
-from scheduler.cluster.informers import Informer, _lines, trimmed
+from scheduler.cluster.client import ClientOptions, api_request, decode, new_api_client
+from scheduler.cluster.informers import Informer, _lines
+from scheduler.cluster.slim import slim_pod, trimmed
 from scheduler.cluster.store import PODS
 from scheduler.logs import setup
 from scheduler.settings import WatchSettings
@@ -57,7 +63,10 @@ def pod_body(i: int) -> dict[str, Any]:
                     "name": "app",
                     "image": "registry.example.com/team-a/app:1.2.3",
                     "ports": [{"containerPort": 8080, "name": "http"}],
+                    "command": ["/app", "--port=8080", "--log-level=info"],
                     "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(5)],
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
                     "resources": {
                         "requests": {"cpu": "100m", "memory": "128Mi"},
                         "limits": {"cpu": "500m", "memory": "256Mi"},
@@ -87,6 +96,70 @@ def pod_body(i: int) -> dict[str, Any]:
             },
         },
     }
+
+
+def running_status(pod: dict[str, Any], i: int) -> dict[str, Any]:
+    """What a kubelet writes of a running pod."""
+    at = "2026-12-01T10:00:00Z"
+    host, ip = f"10.0.{i // 250 % 250}.{i % 250}", f"10.244.{i // 250 % 250}.{i % 250}"
+    conditions = [
+        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": at}
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+    containers = [
+        {
+            "name": c["name"],
+            "state": {"running": {"startedAt": at}},
+            "lastState": {},
+            "ready": True,
+            "restartCount": 0,
+            "image": c["image"],
+            "imageID": c["image"].rsplit(":", 1)[0] + "@sha256:" + uuid.uuid4().hex * 2,
+            "containerID": "containerd://" + uuid.uuid4().hex * 2,
+            "started": True,
+            "volumeMounts": [
+                {
+                    "name": "kube-api-access",
+                    "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                    "readOnly": True,
+                    "recursiveReadOnly": "Disabled",
+                }
+            ],
+        }
+        for c in pod["spec"]["containers"]
+    ]
+    return {
+        "status": {
+            "phase": "Running",
+            "conditions": conditions,
+            "hostIP": host,
+            "hostIPs": [{"ip": host}],
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": at,
+            "containerStatuses": containers,
+            "qosClass": "Burstable",
+        }
+    }
+
+
+def run_pod(api: Any, ns: str, i: int) -> None:
+    """Create pod ``i``, bind it and write its status as a kubelet would."""
+    pod = api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i))
+    name = pod["metadata"]["name"]
+    api_request(
+        api,
+        "POST",
+        f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+        body={"metadata": {"name": name}, "target": {"kind": "Node", "name": f"node-{i % 100}"}},
+    )
+    api_request(
+        api,
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/{name}/status",
+        body=running_status(pod, i),
+        content_type="application/merge-patch+json",
+    )
 
 
 def timed(what: str, fn: Callable[[], int], results: dict[str, Any]) -> None:
@@ -126,7 +199,7 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(16) as ex:
         list(
             ex.map(
-                lambda i: api_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod_body(i)),
+                lambda i: run_pod(api, ns, i),
                 range(args.pods),
             )
         )
@@ -192,7 +265,7 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
         n = 0
         try:
             for line in _lines(resp):
-                if json.loads(line)["type"] == "ADDED":
+                if json.loads(line)["type"] in ("ADDED", "MODIFIED"):
                     n += 1
                     if n == args.pods:
                         break
@@ -230,7 +303,8 @@ def measure(cp: ControlPlane, args: argparse.Namespace) -> int:
         extra={
             "kv": {
                 "asSent": held(lambda: json.loads(body)["items"]),
-                "stored": held(lambda: [trimmed(p) for p in json.loads(body)["items"]]),
+                "withoutManagedFields": held(lambda: [trimmed(p) for p in decode(body)["items"]]),
+                "stored": held(lambda: [slim_pod(p) for p in decode(body)["items"]]),
             }
         },
     )

@@ -1,0 +1,107 @@
+"""What the informers keep of an object: the parts scheduling, preemption, events and
+``explain`` read, and not what only the kubelet or a person reads.
+
+At Kubernetes' published limits (150 000 pods) the pods are most of the scheduler's memory,
+and much of a running pod is status the kubelet writes and spec only the kubelet reads
+(probes, commands, environment). Dropping them as each object arrives, before it is stored,
+costs a few dict operations; keeping them costs memory for the life of the pod.
+
+Dropped, from every object: ``metadata.managedFields`` (kube-scheduler's pod informer drops
+them too, ``newPodInformer``'s transform).
+
+From a pod, besides:
+
+- the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a copy of the pod);
+- ``status.containerStatuses``, ``initContainerStatuses``, ``ephemeralContainerStatuses``
+  (the kubelet's report on each container; nothing here reads them);
+- of each container, init container and ephemeral container: the fields that only say
+  how the kubelet runs it (:data:`RUNTIME_ONLY`). Kept: name, image, resources, ports,
+  volume mounts, restart policy and its rules, security context, resize policy.
+
+From a node: ``status.conditions``, ``daemonEndpoints``, ``nodeInfo``, ``volumesInUse``,
+``volumesAttached``, ``config`` (kube-scheduler reads taints, not conditions). Kept: labels,
+annotations (crane's load annotations), spec, allocatable, capacity, addresses, images,
+declared features.
+
+Any field not named here is kept, so a field a later Kubernetes adds is never lost. A reader
+of the stores that needs one of these fields must read the object from the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.cluster.store import Obj
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+RUNTIME_ONLY = (
+    "args",
+    "command",
+    "env",
+    "envFrom",
+    "imagePullPolicy",
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "stdin",
+    "stdinOnce",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "tty",
+    "volumeDevices",
+    "workingDir",
+)
+"""Container fields only the kubelet reads."""
+
+_POD_STATUS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+_NODE_STATUS = ("conditions", "daemonEndpoints", "nodeInfo", "volumesInUse", "volumesAttached", "config")
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def trimmed(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields`` (in place)."""
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    return obj
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """``pod`` as the scheduler keeps it (in place); see the module doc."""
+    meta = pod.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if annotations and LAST_APPLIED in annotations:
+            del annotations[LAST_APPLIED]
+    status = pod.get("status")
+    if status:
+        for key in _POD_STATUS:
+            status.pop(key, None)
+    spec = pod.get("spec")
+    if spec:
+        for kind in _CONTAINER_LISTS:
+            for c in spec.get(kind) or ():
+                for key in RUNTIME_ONLY:
+                    c.pop(key, None)
+    return pod
+
+
+def slim_node(node: Obj) -> Obj:
+    """``node`` as the scheduler keeps it (in place); see the module doc."""
+    trimmed(node)
+    status = node.get("status")
+    if status:
+        for key in _NODE_STATUS:
+            status.pop(key, None)
+    return node
+
+
+def slimmer(plural: str) -> Callable[[Obj], Obj]:
+    """The function that slims an object of the resource ``plural`` (in place)."""
+    return _BY_RESOURCE.get(plural, trimmed)
+
+
+_BY_RESOURCE: dict[str, Callable[[Obj], Obj]] = {"pods": slim_pod, "nodes": slim_node}
