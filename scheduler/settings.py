@@ -74,10 +74,14 @@ class BindingSettings:
 class EventSettings:
     """The events writer (``scheduler.cluster.events``)."""
 
-    writers: int = 32
-    """Threads writing events; they share the events client's connection pool. kube-scheduler
-    writes each event from a goroutine of its own: against an API server answering in 150 ms,
-    eight writers wrote fewer than half of the Scheduled events of a 90 pods/s burst."""
+    writers: int = 128
+    """Threads writing events; they share the events client's connection pool. One request at a
+    time each, so at most ``writers / latency`` events a second: kube-scheduler writes each event
+    from a goroutine of its own. Twice the binding workers, so that the events keep up with
+    the binds on an API server that answers events slower than bindings:
+    ``tests.cluster.measure_events`` (300 events/s for 10 s, each request held 0.3 s) has the
+    last event 5.5 s after the last one queued with 64 writers, 1.0 s with 128; 32 writers
+    left the Scheduled events of a 5000-pod backlog 6 s behind its binds (``make bench``)."""
     queue_size: int = 10000
     """Events waiting to be written; a full queue drops the event and counts it. client-go's
     broadcaster queues 1000 but writes each from a goroutine at once; 1000 here dropped a quarter

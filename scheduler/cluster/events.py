@@ -19,11 +19,12 @@ when ``source.component`` is empty, so ``describe`` shows ``From:
 default-scheduler`` as for kube-scheduler.
 
 Writing never blocks the caller: events go into a bounded queue (10000)
-that 32 writer threads drain, one request at a time each; a full queue
+that 128 writer threads drain, one request at a time each; a full queue
 drops the event and counts it. kube-scheduler writes each event from a
-goroutine of its own: against an API server busy enough to answer in
-150 ms, one writer managed a few events a second and eight wrote fewer than
-half of the Scheduled events of a 90 pods/s burst. client-go's broadcaster
+goroutine of its own; a fixed number of writers writes at most
+``writers / latency`` events a second, so they are twice the binding
+workers (``EventSettings.writers``: with 32, the events of a backlog trailed
+its binds by 6 s). client-go's broadcaster
 queues 1000, but its goroutines empty it at once; ours, with a queue of
 1000, dropped a quarter of the Scheduled events of a 5000-pod backlog bound
 at 130 pods/s, so the queue holds a backlog's worth (about 1 KiB each).

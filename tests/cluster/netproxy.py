@@ -11,7 +11,10 @@ server through this proxy, and a test can
   a load balancer failing over to another API server);
 - ``drop_next_reply()``: forward the next request, but close its connection
   when the server starts to answer (the request took effect; the client never
-  hears of it).
+  hears of it);
+- ``delay``: seconds each chunk from the client waits before it is forwarded (a
+  busy API server's latency; a connection carries one request at a time, so
+  the delay holds that connection only).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import contextlib
 import selectors
 import socket
 import threading
+import time
 
 
 class TCPProxy:
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
         self.mode = "forward"
+        self.delay = 0.0
         self.accepted = 0
         self.refused = 0
         self.dropped_replies = 0
@@ -141,6 +146,8 @@ class TCPProxy:
                     if src is upstream and self._take_drop_reply():
                         return  # the finally drops both sides
                     if forwarding:
+                        if src is client and self.delay > 0:
+                            time.sleep(self.delay)
                         key.data.sendall(data)
                     # else: blackhole, swallow it
         except (OSError, ValueError):
