@@ -181,6 +181,10 @@ conformance-dra: docker venv ## Upstream's [DRA] e2e specs (control plane and ku
 bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (BENCH_NODES=1000 BENCH_PODS=5000 BENCH_RUNS=3 BENCH_CONTENDERS=... BENCH_WORKLOADS=basic,affinity,spread,preemption,churn,dra,dynamic BENCH_MODES=stream,backlog)
 	@bash hack/bench.sh
 
+.PHONY: bench-scale
+bench-scale: venv kind-up ## Ours vs kube-scheduler with 30 pods running per node, at 1000 and 5000 kwok nodes, into bench/results/scale/ (SCALE_SIZES=1000,5000 SCALE_PODS=10000 SCALE_RESIDENT=30)
+	@bash hack/bench-scale.sh
+
 .PHONY: bench-placement
 bench-placement: venv kind-up ## Placement quality on simulated usage: kube-scheduler, ours, ours with Dynamic as crane and as improved, an oracle (PLACEMENT_NODES=16 PLACEMENT_RUNS=3 PLACEMENT_SCENARIOS=... PLACEMENT_ARGS=...)
 	@bash hack/bench-placement.sh

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from bench import churn, dra, kwok, load, machine, prom, report, resume
+from bench import churn, dra, kwok, load, machine, population, prom, report, resume
 from bench import contenders as ct
 from bench import workloads as wl
 from bench.procstat import sample
@@ -108,6 +108,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="run nothing: write the report of this workdir's benchmark, finished or not (an "
         "unfinished one goes to the workdir unless --out is given)",
     )
+    p.add_argument(
+        "--resident-per-node",
+        type=int,
+        default=0,
+        help="pods created bound and running on each kwok node before the runs, shaped like a "
+        "cluster's workloads (bench.population; make bench-scale: 30)",
+    )
     p.add_argument("--create-workers", type=int, default=32, help="threads creating pods")
     p.add_argument(
         "--stall-timeout",
@@ -178,6 +185,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ns.workdir = ns.resume
     if ns.runs < 1 or ns.nodes < 1 or ns.pods < 1:
         p.error("--runs, --nodes and --pods must be positive")
+    if not 0 <= ns.resident_per_node <= int(kwok.NODE_PODS) // 2:
+        p.error(f"--resident-per-node: expected 0 to {int(kwok.NODE_PODS) // 2}, got {ns.resident_per_node}")
     kinds = {ct.BY_NAME[n].kind for n in names}
     if "kube-scheduler" in kinds and not ns.kube_scheduler:
         p.error("--kube-scheduler is required for the kube-scheduler contenders")
@@ -223,6 +232,8 @@ class Bench:
             )
         else:
             say("no DaemonSet pods on the kwok nodes")
+        if self.args.resident_per_node:
+            self._populate()
         setup = ct.Setup(
             kubeconfig=self.args.kubeconfig,
             workdir=self.workdir,
@@ -252,6 +263,32 @@ class Bench:
     @property
     def _devices(self) -> bool:
         return any(wl.BY_NAME[w].devices for w in self.args.workload_names)
+
+    @property
+    def _population(self) -> population.Population:
+        return population.Population(self.args.nodes, self.args.resident_per_node)
+
+    def _populate(self) -> None:
+        """The resident pods (``bench.population``), created bound and Running before the runs."""
+        say, pop = self.progress.say, self._population
+        for ns in pop.namespace_names():
+            load.ensure_namespace(self.api, ns)
+        done = population.populate(
+            self.api, pop, workers=self.args.create_workers, progress=self.progress.status
+        )
+        if done.failed:
+            raise RuntimeError(
+                f"{done.failed} of {pop.pods} resident pods could not be created; first: {'; '.join(done.errors)}"
+            )
+        say(
+            f"{pop.pods} resident pods ({done.created} created in {done.seconds:.0f}s, {done.existed} there "
+            f"already) in {len(pop.namespace_names())} namespaces"
+        )
+        started = time.monotonic()
+        population.wait_running(
+            self.api, pop, timeout=max(600.0, pop.pods / 50), progress=self.progress.status
+        )
+        say(f"resident pods Running ({time.monotonic() - started:.0f}s)")
 
     def _setup_prometheus(self, setup: ct.Setup) -> ct.Setup:
         values = load_values(REPO / "manifests" / "values.yaml").data["dynamic"]
@@ -300,6 +337,13 @@ class Bench:
                 say(f"deleted {n} kwok nodes")
             except Exception as e:  # noqa: BLE001
                 say(f"warning: deleting the kwok nodes failed: {e}")
+            if self.args.resident_per_node:
+                # their pods go with the nodes (the pod garbage collector)
+                for ns in self._population.namespace_names():
+                    try:
+                        load.delete_namespace(self.api, ns)
+                    except Exception as e:  # noqa: BLE001 - best effort, say what is left
+                        say(f"warning: deleting namespace {ns} failed: {e}")
         self.kwok.stop()
 
     # --- one run ------------------------------------------------------------------------------
@@ -549,6 +593,8 @@ class Bench:
             "workloads": a.workload_names,
             "modes": a.mode_names,
         }
+        if a.resident_per_node:
+            settings["resident_per_node"] = a.resident_per_node
         code = resume.code_version(a.ours_source)
         if a.resume is None:
             return resume.Journal.begin(self.workdir, settings, code, desc)
@@ -652,6 +698,7 @@ def document(
         "config": {
             "nodes": st["nodes"],
             "pods": st["pods"],
+            "resident_pods": st["nodes"] * st.get("resident_per_node", 0),
             "runs": st["runs"],
             "workloads": {w: wl.BY_NAME[w].describe for w in st["workloads"]},
             "modes": st["modes"],
@@ -670,7 +717,15 @@ def document(
         "load_average_at_end": load_average_at_end,
         "note": a.note,
         "missing_cases": missing_cases(journal),
-        "cases": report.cases(journal.runs, names, st["workloads"], st["modes"], st["nodes"], st["pods"]),
+        "cases": report.cases(
+            journal.runs,
+            names,
+            st["workloads"],
+            st["modes"],
+            st["nodes"],
+            st["pods"],
+            st["nodes"] * st.get("resident_per_node", 0),
+        ),
         "runs": journal.runs,
     }
 

@@ -334,6 +334,50 @@ def dra_goals(ratio_rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any
     return out
 
 
+SCALE_DRAIN_RATIO = 0.8
+"""With resident pods (the scale benchmark): ours drains a backlog in at most this share of
+kube-scheduler's time, binds its first pod no later, and peaks at no more RSS."""
+
+
+def scale_goals(
+    runs: list[dict[str, Any]], contenders: list[str], mode: str, resident: int
+) -> list[dict[str, Any]]:
+    """The scale benchmark's goals, each the median of per-run ratios ours / kube-scheduler at
+    equal client settings: peak RSS (both modes), first bind and time to drain (backlog)."""
+    out = []
+    checks: list[tuple[str, str, Any, float]] = [
+        ("peak RSS", "peak_rss_mib", lambda r: r.get("peak_rss_mib"), 1.0),
+    ]
+    if mode == BACKLOG:
+        checks += [
+            ("first bind after its start", "first_bind_after_s", lambda r: r.get("first_bind_after_s"), 1.0),
+            ("backlog drained", "last_bind_after_s", lambda r: r.get("last_bind_after_s"), SCALE_DRAIN_RATIO),
+        ]
+    for name in contenders:
+        c = BY_NAME[name]
+        if c.kind != "ours":
+            continue
+        ks = next(
+            (k for k in contenders if BY_NAME[k].kind == "kube-scheduler" and BY_NAME[k].qps == c.qps),
+            None,
+        )
+        if ks is None:
+            continue
+        for what, _, key, limit in checks:
+            med, per_run = _per_run_ratio(runs, name, ks, key)
+            out.append(
+                _goal(
+                    f"{name} {what} <= {limit:g}x {ks}'s with {resident} resident pods ({mode})",
+                    med,
+                    f"<= {limit:g}",
+                    None if med is None else med <= limit,
+                    figure=med,
+                    per_run=per_run,
+                )
+            )
+    return out
+
+
 def cases(
     runs: list[dict[str, Any]],
     contenders: list[str],
@@ -341,10 +385,12 @@ def cases(
     modes: list[str],
     nodes: int,
     pods: int,
+    resident: int = 0,
 ) -> list[dict[str, Any]]:
     """Per workload and mode: the summary, the ratios and the goals of its runs. The goals are
     the stream mode's (they are set for pods created at a steady rate); a backlog's figures are
-    reported beside them. The ``dra`` workload has goals of its own, in both modes."""
+    reported beside them. The ``dra`` workload has goals of its own, in both modes; with
+    resident pods, the scale goals come first (:func:`scale_goals`)."""
     out = []
     for workload in workloads:
         for mode in modes:
@@ -355,6 +401,8 @@ def cases(
                 case_goals = dra_goals(ratio_rows, mode)
             else:
                 case_goals = goals(summary, ratio_rows, nodes, pods, workload) if mode == STREAM else []
+            if resident:
+                case_goals = scale_goals(rs, contenders, mode, resident) + case_goals
             out.append(
                 {
                     "workload": workload,
@@ -390,10 +438,15 @@ def _lat(d: dict[str, Any]) -> str:
     return " / ".join(_fmt(d[f"p{p}"]) for p in PERCENTILES)
 
 
+def _resident(cfg: dict[str, Any]) -> str:
+    n = cfg.get("resident_pods") or 0
+    return f" running {n} resident pods" if n else ""
+
+
 def _header(doc: dict[str, Any]) -> list[str]:
     cfg, m = doc["config"], doc["machine"]
     return [
-        f"### {cfg['nodes']} kwok nodes, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
+        f"### {cfg['nodes']} kwok nodes{_resident(cfg)}, {cfg['pods']} pods, {cfg['runs']} run(s) per contender",
         "",
         f"Taken {doc['started']} in {doc['duration_s'] / 60:.0f} min"
         + (f" of running, in {len(doc['parts'])} parts" if len(doc.get("parts", ())) > 1 else "")
@@ -564,7 +617,7 @@ def chart(doc: dict[str, Any], path: Path) -> None:
                 ax.legend(fontsize=8)
     cfg = doc["config"]
     fig.suptitle(
-        f"{cfg['nodes']} kwok nodes, {cfg['pods']} pods — {doc['machine']['cpu_model']}, "
+        f"{cfg['nodes']} kwok nodes{_resident(cfg)}, {cfg['pods']} pods — {doc['machine']['cpu_model']}, "
         f"{doc['machine']['cores']} cores ({doc['started']})",
         fontsize=10,
     )

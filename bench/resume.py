@@ -20,7 +20,7 @@ from typing import Any
 
 STATE_FILE = "bench.json"
 RUNS_FILE = "runs.json"
-SETTINGS = ("nodes", "pods", "runs", "contenders", "workloads", "modes")
+SETTINGS = ("nodes", "pods", "runs", "contenders", "workloads", "modes", "resident_per_node")
 """What a resumed benchmark must share with the one it goes on with."""
 HOST = ("cpu_model", "cores", "memory_gib", "kernel", "load_average_at_start")
 """What each part records of the machine it ran on."""

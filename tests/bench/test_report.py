@@ -237,3 +237,45 @@ def test_the_chart_has_only_the_panels_of_the_modes_that_ran(tmp_path) -> None:
         return int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG's IHDR width
 
     assert width([BACKLOG]) * 3 == width([STREAM, BACKLOG])
+
+
+def test_with_resident_pods_the_scale_goals_come_first() -> None:
+    names = ["ours-qps5000", "kube-scheduler-qps5000"]
+
+    def backlog(contender: str, n: int, first: float, drained: float, rss: float) -> dict[str, Any]:
+        return run(contender, n, 100.0) | {
+            "mode": BACKLOG,
+            "first_bind_after_s": first,
+            "last_bind_after_s": drained,
+            "peak_rss_mib": rss,
+        }
+
+    runs = [
+        backlog("ours-qps5000", 1, 3.0, 40.0, 900.0),
+        backlog("kube-scheduler-qps5000", 1, 2.0, 60.0, 1000.0),
+        backlog("ours-qps5000", 2, 2.0, 50.0, 1100.0),
+        backlog("kube-scheduler-qps5000", 2, 2.0, 60.0, 1000.0),
+        backlog("ours-qps5000", 3, 2.0, 45.0, 950.0),
+        backlog("kube-scheduler-qps5000", 3, 2.5, 60.0, 1000.0),
+    ]
+    (case,) = cases(runs, names, ["basic"], [BACKLOG], 5000, 10000, resident=150000)
+    got = {g["goal"]: (g["figure"], g["met"], g["per_run"]) for g in case["goals"]}
+    assert got == {
+        "ours-qps5000 peak RSS <= 1x kube-scheduler-qps5000's with 150000 resident pods (backlog)": (
+            0.95,
+            True,
+            [0.9, 1.1, 0.95],
+        ),
+        "ours-qps5000 first bind after its start <= 1x kube-scheduler-qps5000's with 150000 resident pods (backlog)": (
+            1.0,
+            True,
+            [1.5, 1.0, 0.8],
+        ),
+        "ours-qps5000 backlog drained <= 0.8x kube-scheduler-qps5000's with 150000 resident pods (backlog)": (
+            0.75,
+            True,
+            [0.667, 0.833, 0.75],
+        ),
+    }
+    (without,) = cases(runs, names, ["basic"], [BACKLOG], 5000, 10000)
+    assert without["goals"] == []

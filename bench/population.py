@@ -1,0 +1,267 @@
+"""The resident pods of the scale benchmark: a cluster's running workloads, bound before a
+scheduler starts, so that its caches hold what a large cluster's do.
+
+Pods are created bound (``spec.nodeName``), ``per_node`` on each kwok node, and kwok runs
+them. They come in apps of ``APP_REPLICAS`` replicas, a Deployment's worth, spread over
+``namespaces`` namespaces; an app's replicas go to consecutive nodes, as a spreading
+scheduler would put them. What varies by app, so that the plugins' caches hold the shapes
+of real workloads: a sidecar container, a preferred anti-affinity to its own replicas by
+node, a topology spread by zone, a required node affinity to some zones, a toleration, and
+probes, environment and a command (which the scheduler keeps no copy of).
+
+No ``ownerReferences``: the garbage collector deletes a pod whose owner does not exist, and
+a real ReplicaSet would manage its pods. The population is deterministic: pod ``i`` is the
+same in every run, so an interrupted population resumes (a pod already there counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from bench import kwok
+from scheduler.cluster.client import api_request
+from scheduler.cluster.retry import call_with_retries
+from scheduler.polling import PollTimeoutError, poll
+
+logger = logging.getLogger(__name__)
+
+APP_REPLICAS = 10
+RESIDENT_LABEL = ("bench.dynamic-scheduler.io/resident", "true")
+IMAGES = tuple(f"registry.example.com/team-{t}/service-{s}:1.{t}.{s}" for t in range(8) for s in range(5))
+"""40 images: the nodes' image lists stay empty (kwok), so ImageLocality scores them all alike."""
+SIDECAR_IMAGE = "registry.example.com/infra/proxy:2.4.1"
+
+
+@dataclass(frozen=True)
+class Population:
+    nodes: int
+    per_node: int = 30
+    namespaces: int = 150
+    namespace_prefix: str = "resident"
+
+    @property
+    def pods(self) -> int:
+        return self.nodes * self.per_node
+
+    @property
+    def apps(self) -> int:
+        return -(-self.pods // APP_REPLICAS)
+
+    def namespace_of(self, app: int) -> str:
+        return f"{self.namespace_prefix}-{app % self.namespaces:03d}"
+
+    def namespace_names(self) -> list[str]:
+        return sorted({self.namespace_of(a) for a in range(min(self.apps, self.namespaces))})
+
+    def pod(self, i: int) -> tuple[str, dict[str, Any]]:
+        """Pod ``i``: its namespace and its body."""
+        app = i // APP_REPLICAS
+        name = f"app-{app:05d}"
+        template_hash = hashlib.sha256(name.encode()).hexdigest()[:10]
+        labels = {
+            "app": name,
+            "pod-template-hash": template_hash,
+            "tier": ("web", "api", "worker", "cache")[app % 4],
+            "team": f"team-{app % 8}",
+            RESIDENT_LABEL[0]: RESIDENT_LABEL[1],
+        }
+        image = IMAGES[app % len(IMAGES)]
+        main = {
+            "name": "app",
+            "image": image,
+            "command": ["/srv/app", f"--name={name}", "--port=8080"],
+            "env": [{"name": f"SETTING_{k}", "value": f"{name}-{k}"} for k in range(6)],
+            "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+            "resources": {
+                "requests": {
+                    "cpu": ("50m", "100m", "200m")[app % 3],
+                    "memory": ("64Mi", "128Mi", "256Mi")[app % 3],
+                },
+                "limits": {"memory": ("128Mi", "256Mi", "512Mi")[app % 3]},
+            },
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5},
+        }
+        containers = [main]
+        if app % 2 == 0:
+            containers.append(
+                {
+                    "name": "proxy",
+                    "image": SIDECAR_IMAGE,
+                    "args": ["--upstream=127.0.0.1:8080"],
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                }
+            )
+        spec: dict[str, Any] = {
+            "nodeName": kwok.node_name(i % self.nodes),
+            "containers": containers,
+            "tolerations": [kwok.TOLERATION],
+            "terminationGracePeriodSeconds": 30,
+        }
+        selector = {"matchLabels": {"app": name}}
+        affinity: dict[str, Any] = {}
+        if app % 3 == 0:
+            affinity["podAntiAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": selector,
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        if app % 10 == 2:
+            zones = [kwok.zone_of(z) for z in range(kwok.ZONES)]
+            affinity["nodeAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": kwok.ZONE_LABEL, "operator": "In", "values": zones}]}
+                    ]
+                }
+            }
+        if affinity:
+            spec["affinity"] = affinity
+        if app % 4 == 1:
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": kwok.ZONE_LABEL,
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": selector,
+                }
+            ]
+        if app % 5 == 3:
+            spec["tolerations"] = [
+                *spec["tolerations"],
+                {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"},
+            ]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{template_hash[:5]}-{i % APP_REPLICAS}", "labels": labels},
+            "spec": spec,
+        }
+        return self.namespace_of(app), body
+
+
+@dataclass
+class Populated:
+    created: int = 0
+    existed: int = 0
+    """Already there (an earlier, interrupted population)."""
+    failed: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    """The first few failures."""
+
+
+def populate(
+    api: ApiClient,
+    population: Population,
+    *,
+    workers: int = 32,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Populated:
+    """Create the population's pods (its namespaces must exist); a pod already there counts as
+    existing. Reports progress every few seconds."""
+    out = Populated()
+    lock = threading.Lock()
+    started = time.monotonic()
+
+    def create(i: int) -> None:
+        namespace, body = population.pod(i)
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        try:
+            call_with_retries(
+                lambda: api_request(api, "POST", path, body=body, timeout=(5, 60)),
+                what="create resident pod",
+                attempts=10,
+                max_seconds=120,
+            )
+        except Exception as e:  # noqa: BLE001 - counted and reported
+            with lock:
+                if isinstance(e, ApiException) and e.status == 409:
+                    out.existed += 1
+                    return
+                out.failed += 1
+                if len(out.errors) < 5:
+                    why = (
+                        f"{e.status} {e.reason}"
+                        if isinstance(e, ApiException)
+                        else f"{type(e).__name__}: {e}"
+                    )
+                    out.errors.append(f"{namespace}/{body['metadata']['name']}: {why}"[:300])
+            return
+        with lock:
+            out.created += 1
+
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(5.0):
+            with lock:
+                done = out.created + out.existed + out.failed
+            elapsed = time.monotonic() - started
+            progress(f"resident pods: {done}/{population.pods} ({done / elapsed:.0f}/s)")
+
+    reporter = threading.Thread(target=report, name="population-progress", daemon=True)
+    reporter.start()
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="populate") as pool:
+            list(pool.map(create, range(population.pods)))
+    finally:
+        stop.set()
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def not_running(api: ApiClient) -> int:
+    """Resident pods not (yet) Running: kwok writes their status after their creation."""
+    page = api_request(
+        api,
+        "GET",
+        "/api/v1/pods",
+        query=[
+            ("labelSelector", "=".join(RESIDENT_LABEL)),
+            ("fieldSelector", "status.phase!=Running"),
+            ("limit", 1),
+        ],
+        timeout=(5, 120),
+    )
+    return len(page.get("items") or ()) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
+def wait_running(
+    api: ApiClient,
+    population: Population,
+    *,
+    timeout: float,
+    progress: Callable[[str], None] = lambda _: None,
+) -> None:
+    """Until every resident pod is Running, so that kwok's status writes are over before a
+    contender starts; TimeoutError when some are not after ``timeout`` seconds."""
+    left = [population.pods]
+
+    def running() -> bool:
+        left[0] = not_running(api)
+        progress(f"resident pods Running: {population.pods - left[0]}/{population.pods}")
+        return left[0] == 0
+
+    try:
+        poll(running, timeout, "resident pods Running", 5)
+    except PollTimeoutError:
+        raise TimeoutError(
+            f"{left[0]} of {population.pods} resident pods not Running after {timeout:.0f}s (is kwok running?)"
+        ) from None
