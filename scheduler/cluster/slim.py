@@ -25,10 +25,16 @@ declared features.
 
 Any field not named here is kept, so a field a later Kubernetes adds is never lost. A reader
 of the stores that needs one of these fields must read the object from the API server.
+
+Shared: the strings of a pod that repeat across pods (namespace, label values, node and
+scheduler names, images, quantities, condition types and times, phase) are interned
+(:func:`sys.intern`), so that the replicas of an app hold one copy of each; the decoder
+already shares dict keys. Strings unique to a pod (its name, uid, IPs) are left as they are.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from scheduler.cluster.store import Obj
@@ -86,7 +92,60 @@ def slim_pod(pod: Obj) -> Obj:
             for c in spec.get(kind) or ():
                 for key in RUNTIME_ONLY:
                     c.pop(key, None)
+    _share_pod_strings(pod)
     return pod
+
+
+_SHARED_META = ("namespace", "creationTimestamp", "generateName")
+_SHARED_SPEC = (
+    "nodeName",
+    "schedulerName",
+    "restartPolicy",
+    "dnsPolicy",
+    "serviceAccountName",
+    "serviceAccount",
+    "preemptionPolicy",
+    "priorityClassName",
+)
+_SHARED_CONTAINER = ("name", "image")
+_SHARED_STATUS = ("phase", "qosClass", "startTime", "hostIP")
+_SHARED_CONDITION = ("type", "status", "lastTransitionTime")
+
+
+def _share(d: Obj, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        v = d.get(key)
+        if type(v) is str:
+            d[key] = sys.intern(v)
+
+
+def _share_values(d: Obj | None) -> None:
+    if d:
+        for key, v in d.items():
+            if type(v) is str:
+                d[key] = sys.intern(v)
+
+
+def _share_pod_strings(pod: Obj) -> None:
+    meta = pod.get("metadata")
+    if meta:
+        _share(meta, _SHARED_META)
+        _share_values(meta.get("labels"))
+    spec = pod.get("spec")
+    if spec:
+        _share(spec, _SHARED_SPEC)
+        for kind in _CONTAINER_LISTS:
+            for c in spec.get(kind) or ():
+                _share(c, _SHARED_CONTAINER)
+                resources = c.get("resources")
+                if resources:
+                    _share_values(resources.get("requests"))
+                    _share_values(resources.get("limits"))
+    status = pod.get("status")
+    if status:
+        _share(status, _SHARED_STATUS)
+        for cond in status.get("conditions") or ():
+            _share(cond, _SHARED_CONDITION)
 
 
 def slim_node(node: Obj) -> Obj:

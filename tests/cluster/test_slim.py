@@ -7,6 +7,8 @@ import copy
 import uuid
 from typing import Any
 
+import orjson
+
 from scheduler.cluster.client import api_request
 from scheduler.cluster.informers import Informer
 from scheduler.cluster.slim import LAST_APPLIED, RUNTIME_ONLY, slim_node, slim_pod, slimmer, trimmed
@@ -191,3 +193,25 @@ def test_the_informers_store_slim_pods_and_nodes(admin, namespace: str) -> None:
         finally:
             for inf in (pods, nodes, namespaces):
                 inf.stop()
+
+
+def test_strings_that_repeat_across_pods_are_shared() -> None:
+    a, b = (slim_pod(orjson.loads(orjson.dumps(running_pod()))) for _ in range(2))
+    assert a == running_pod_slim()
+    same = [
+        lambda p: p["metadata"]["namespace"],
+        lambda p: p["metadata"]["labels"]["app"],
+        lambda p: p["spec"]["nodeName"],
+        lambda p: p["spec"]["containers"][0]["image"],
+        lambda p: p["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        lambda p: p["status"]["phase"],
+        lambda p: p["status"]["conditions"][0]["status"],
+    ]
+    for get in same:
+        assert get(a) is get(b), get(a)
+    # a pod's own strings are not kept in the interning table
+    assert a["metadata"]["uid"] is not b["metadata"]["uid"]
+
+
+def running_pod_slim() -> dict[str, Any]:
+    return slim_pod(running_pod())
