@@ -13,7 +13,10 @@ From a pod, besides:
 
 - the ``kubectl.kubernetes.io/last-applied-configuration`` annotation (a copy of the pod);
 - ``status.containerStatuses``, ``initContainerStatuses``, ``ephemeralContainerStatuses``
-  (the kubelet's report on each container; nothing here reads them);
+  (the kubelet's report on each container; nothing here reads them), the pod's and host's
+  IPs, and every condition but ``PodScheduled`` and ``DisruptionTarget`` (:data:`KEPT_CONDITIONS`:
+  the binder, the estimator, preemption and ``explain`` read those; Ready and the others are
+  the kubelet's);
 - of each container, init container and ephemeral container: the fields that only say
   how the kubelet runs it (:data:`RUNTIME_ONLY`). Kept: name, image, resources, ports,
   volume mounts, restart policy and its rules, security context, resize policy.
@@ -61,7 +64,17 @@ RUNTIME_ONLY = (
 )
 """Container fields only the kubelet reads."""
 
-_POD_STATUS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+_POD_STATUS = (
+    "containerStatuses",
+    "initContainerStatuses",
+    "ephemeralContainerStatuses",
+    "podIP",
+    "podIPs",
+    "hostIP",
+    "hostIPs",
+)
+KEPT_CONDITIONS = frozenset({"PodScheduled", "DisruptionTarget"})
+"""The pod conditions anything here reads."""
 _NODE_STATUS = ("conditions", "daemonEndpoints", "nodeInfo", "volumesInUse", "volumesAttached", "config")
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
@@ -86,6 +99,9 @@ def slim_pod(pod: Obj) -> Obj:
     if status:
         for key in _POD_STATUS:
             status.pop(key, None)
+        conditions = status.get("conditions")
+        if conditions:
+            status["conditions"] = [c for c in conditions if c.get("type") in KEPT_CONDITIONS]
     spec = pod.get("spec")
     if spec:
         for kind in _CONTAINER_LISTS:
@@ -108,7 +124,7 @@ _SHARED_SPEC = (
     "priorityClassName",
 )
 _SHARED_CONTAINER = ("name", "image")
-_SHARED_STATUS = ("phase", "qosClass", "startTime", "hostIP")
+_SHARED_STATUS = ("phase", "qosClass", "startTime")
 _SHARED_CONDITION = ("type", "status", "lastTransitionTime")
 
 

@@ -69,7 +69,12 @@ def running_pod() -> dict[str, Any]:
             "phase": "Running",
             "nominatedNodeName": "",
             "startTime": "2026-12-01T10:00:00Z",
-            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+                {"type": "ContainersReady", "status": "True"},
+            ],
             "podIP": "10.244.0.5",
             "containerStatuses": [{"name": "app", "ready": True}],
             "initContainerStatuses": [{"name": "init", "ready": True}],
@@ -92,14 +97,9 @@ def test_a_pod_keeps_what_scheduling_reads_and_loses_what_only_the_kubelet_does(
     assert spec["ephemeralContainers"] == [{"name": "debug", "image": "busybox"}]
     for key in ("volumes", "tolerations", "nodeName", "schedulerName"):
         assert spec[key] == before["spec"][key]
-    assert set(status) == {
-        "phase",
-        "nominatedNodeName",
-        "startTime",
-        "conditions",
-        "podIP",
-        "resourceClaimStatuses",
-    }
+    assert set(status) == {"phase", "nominatedNodeName", "startTime", "conditions", "resourceClaimStatuses"}
+    assert [c["type"] for c in status["conditions"]] == ["PodScheduled", "DisruptionTarget"]
+    assert status["conditions"][1] == before["status"]["conditions"][2]
     # what PodInfo derives is the same from the slim pod
     a, b = PodInfo.from_pod(before), PodInfo.from_pod(pod)
     assert (a.requests, a.non_zero_requests, a.host_ports, a.labels) == (
