@@ -227,8 +227,10 @@ def populate(
     return out
 
 
-def not_running(api: ApiClient) -> int:
-    """Resident pods not (yet) Running: kwok writes their status after their creation."""
+def any_not_running(api: ApiClient) -> bool:
+    """Whether some resident pod is not (yet) Running: kwok writes their status after their
+    creation. (How many cannot be asked cheaply: the API server gives no ``remainingItemCount``
+    for a list with selectors.)"""
     page = api_request(
         api,
         "GET",
@@ -240,7 +242,7 @@ def not_running(api: ApiClient) -> int:
         ],
         timeout=(5, 120),
     )
-    return len(page.get("items") or ()) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+    return bool(page.get("items"))
 
 
 def wait_running(
@@ -252,16 +254,17 @@ def wait_running(
 ) -> None:
     """Until every resident pod is Running, so that kwok's status writes are over before a
     contender starts; TimeoutError when some are not after ``timeout`` seconds."""
-    left = [population.pods]
+    started = time.monotonic()
 
     def running() -> bool:
-        left[0] = not_running(api)
-        progress(f"resident pods Running: {population.pods - left[0]}/{population.pods}")
-        return left[0] == 0
+        if any_not_running(api):
+            progress(f"resident pods: not all Running yet ({time.monotonic() - started:.0f}s)")
+            return False
+        return True
 
     try:
         poll(running, timeout, "resident pods Running", 5)
     except PollTimeoutError:
         raise TimeoutError(
-            f"{left[0]} of {population.pods} resident pods not Running after {timeout:.0f}s (is kwok running?)"
+            f"some of the {population.pods} resident pods are not Running after {timeout:.0f}s (is kwok running?)"
         ) from None

@@ -339,6 +339,10 @@ SCALE_DRAIN_RATIO = 0.8
 kube-scheduler's time, binds its first pod no later, and peaks at no more RSS."""
 
 
+SCALE_EVENTS_LAG_S = 1.0
+"""At the end of a backlog, ours' last Scheduled event at most this long after its last bind."""
+
+
 def scale_goals(
     runs: list[dict[str, Any]], contenders: list[str], mode: str, resident: int
 ) -> list[dict[str, Any]]:
@@ -375,7 +379,40 @@ def scale_goals(
                     per_run=per_run,
                 )
             )
+        if mode == BACKLOG:
+            out += _event_goals(runs, name, mode)
     return out
+
+
+def _event_goals(runs: list[dict[str, Any]], name: str, mode: str) -> list[dict[str, Any]]:
+    """Ours' Scheduled events at the end of a backlog: the last within
+    ``SCALE_EVENTS_LAG_S`` of the last bind (median run), none missing (any run)."""
+    mine = [r for r in runs if r["contender"] == name]
+    lag = _median([r.get("events_lag_s") for r in mine])
+    missing = [
+        (r.get("bound_watch") or 0) - (r.get("scheduled_events") or 0)
+        for r in mine
+        if r.get("scheduled_events") is not None
+    ]
+    worst = max(missing) if missing else None
+    return [
+        _goal(
+            f"{name} last Scheduled event <= {SCALE_EVENTS_LAG_S:g} s after its last bind ({mode})",
+            lag,
+            f"<= {SCALE_EVENTS_LAG_S:g}",
+            None if lag is None else lag <= SCALE_EVENTS_LAG_S,
+            figure=lag,
+            per_run=[r.get("events_lag_s") for r in mine],
+        ),
+        _goal(
+            f"{name} every bound pod has its Scheduled event ({mode})",
+            worst,
+            "0 missing",
+            None if worst is None else worst <= 0,
+            figure=worst,
+            per_run=missing,
+        ),
+    ]
 
 
 def cases(

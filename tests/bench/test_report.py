@@ -242,20 +242,24 @@ def test_the_chart_has_only_the_panels_of_the_modes_that_ran(tmp_path) -> None:
 def test_with_resident_pods_the_scale_goals_come_first() -> None:
     names = ["ours-qps5000", "kube-scheduler-qps5000"]
 
-    def backlog(contender: str, n: int, first: float, drained: float, rss: float) -> dict[str, Any]:
+    def backlog(
+        contender: str, n: int, first: float, drained: float, rss: float, lag: float = 0.5, events: int = 5000
+    ) -> dict[str, Any]:
         return run(contender, n, 100.0) | {
             "mode": BACKLOG,
             "first_bind_after_s": first,
             "last_bind_after_s": drained,
             "peak_rss_mib": rss,
+            "events_lag_s": lag,
+            "scheduled_events": events,
         }
 
     runs = [
-        backlog("ours-qps5000", 1, 3.0, 40.0, 900.0),
+        backlog("ours-qps5000", 1, 3.0, 40.0, 900.0, lag=0.4),
         backlog("kube-scheduler-qps5000", 1, 2.0, 60.0, 1000.0),
-        backlog("ours-qps5000", 2, 2.0, 50.0, 1100.0),
+        backlog("ours-qps5000", 2, 2.0, 50.0, 1100.0, lag=1.6, events=4998),
         backlog("kube-scheduler-qps5000", 2, 2.0, 60.0, 1000.0),
-        backlog("ours-qps5000", 3, 2.0, 45.0, 950.0),
+        backlog("ours-qps5000", 3, 2.0, 45.0, 950.0, lag=0.9),
         backlog("kube-scheduler-qps5000", 3, 2.5, 60.0, 1000.0),
     ]
     (case,) = cases(runs, names, ["basic"], [BACKLOG], 5000, 10000, resident=150000)
@@ -276,6 +280,12 @@ def test_with_resident_pods_the_scale_goals_come_first() -> None:
             True,
             [0.667, 0.833, 0.75],
         ),
+        "ours-qps5000 last Scheduled event <= 1 s after its last bind (backlog)": (
+            0.9,
+            True,
+            [0.4, 1.6, 0.9],
+        ),
+        "ours-qps5000 every bound pod has its Scheduled event (backlog)": (2, False, [0, 2, 0]),
     }
     (without,) = cases(runs, names, ["basic"], [BACKLOG], 5000, 10000)
     assert without["goals"] == []
