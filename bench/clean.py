@@ -2,9 +2,7 @@
 
 An interrupted bench (or one run with ``--keep-nodes``) leaves its kwok nodes,
 its churn nodes, its namespaces, and the ``dra`` workload's ResourceSlices and
-DeviceClass. The pods bound to those nodes go with them
-(the pod garbage collector deletes them), and the namespaces go once their
-pods are gone. ``make bench-clean`` runs this; ``make e2e`` does on a reused
+DeviceClass. Each namespace's pods are deleted (grace 0) before it. ``make bench-clean`` runs this; ``make e2e`` does on a reused
 cluster, as its suites count every node and pod.
 
 The labels come from where the bench sets them (``bench.kwok.LABEL``,
@@ -68,6 +66,9 @@ def clean(api: ApiClient, found: Leftovers, *, timeout: float = 300) -> None:
     churn.clean_up(api)
     dra.delete_devices(api)
     for name in _names(api, "/api/v1/namespaces", "=".join(load.PART_OF)):
+        # their pods first, grace 0: the garbage collector and the namespace controller delete
+        # the pods of gone nodes at a few per second (hours for a scale benchmark's)
+        load.delete_pods(api, name, timeout=timeout)
         load.delete_namespace(api, name)
     left = [found]
 
