@@ -182,12 +182,16 @@ bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (B
 	@bash hack/bench.sh
 
 .PHONY: bench-scale
-bench-scale: venv kind-up ## Ours vs kube-scheduler with 30 pods running per node, at 1000 and 5000 kwok nodes, into bench/results/scale/ (SCALE_SIZES=1000,5000 SCALE_PODS=10000 SCALE_RESIDENT=30)
+bench-scale: venv kind-up ## Ours vs kube-scheduler with 30 pods running per node, at 1000 and 5000 kwok nodes, into bench/results/scale/ (SCALE_SIZES=1000,5000 SCALE_PODS=10000 SCALE_RESIDENT=30 SCALE_MODES=backlog,stream)
 	@bash hack/bench-scale.sh
 
 .PHONY: bench-placement
 bench-placement: venv kind-up ## Placement quality on simulated usage: kube-scheduler, ours, ours with Dynamic as crane and as improved, an oracle (PLACEMENT_NODES=16 PLACEMENT_RUNS=3 PLACEMENT_SCENARIOS=... PLACEMENT_ARGS=...)
 	@bash hack/bench-placement.sh
+
+.PHONY: soak
+soak: venv kind-up ## Ours (the lease method) for SOAK_MINUTES=120 under churn: pods, nodes, the leader deleted every 10 min, Prometheus restarted; into bench/results/soak/ (SOAK_ARGS=...)
+	@bash hack/soak.sh
 
 .PHONY: bench-clean
 bench-clean: ## Remove what an interrupted make bench (or BENCH_ARGS=--keep-nodes) left in the cluster: kwok nodes, bench namespaces
