@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,10 @@ class Soak:
         self.samples: list[dict[str, Any]] = []
         self.disruptions: list[dict[str, Any]] = []
         self.drained = 0
+        self.failed_steps: list[dict[str, Any]] = []
+        self.pending_at_end: list[str] | None = None
+        self.health: Callable[[], None] = lambda: None
+        """Raises when what the soak stands on is gone (kwok's process)."""
         self.t0 = 0.0
         self.wall0 = 0.0
 
@@ -122,6 +128,17 @@ class Soak:
             + f", queues {s['queues']}, {s['pending']} Pending, {len(s['pending_with_room'])} of them with room"
         )
 
+    def guarded(self, what: str, step: Callable[[], None]) -> None:
+        """A step that fails (the API server or a node not answering) is logged and counted; the
+        soak goes on."""
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - any failure of one step
+            self.failed_steps.append(
+                {"t": round(time.time() - self.wall0, 1), "what": what, "error": str(e)[:300]}
+            )
+            logger.warning("soak step failed what=%s err=%s", what, str(e)[:300])
+
     def run(self) -> None:
         s = self.settings
         kwok.ensure_nodes(self.api, s.nodes, progress=say)
@@ -134,11 +151,13 @@ class Soak:
             self.pods.start()
             next_sample = 0.0
             while self.now() < s.seconds:
+                self.health()
                 if todo and todo[0][0] <= self.now():
-                    self.disrupt(todo.pop(0)[1])
+                    what = todo.pop(0)[1]
+                    self.guarded(what, functools.partial(self.disrupt, what))
                     continue
                 if next_sample <= self.now():
-                    self.sample()
+                    self.guarded("sample", self.sample)
                     next_sample += s.sample_every_s
                     continue
                 wake = min(next_sample, todo[0][0] if todo else s.seconds, s.seconds)
@@ -151,7 +170,7 @@ class Soak:
             say(f"churn stopped after {self.now() / 60:.1f} min; waiting for the pods still Pending")
             with contextlib.suppress(PollTimeoutError):
                 poll(lambda: not self.watch.unbound_live(), END_WAIT_S, "every soak pod bound", interval=2)
-            self.sample()
+            self.guarded("sample", self.sample)
             self.pending_at_end = self.watch.unbound_live()
             bound = {r.uid for r in self.watch.records() if r.nodes}
             with contextlib.suppress(PollTimeoutError):
@@ -190,10 +209,14 @@ class Soak:
                 "reported_twice": sorted(r.name for r in bound if per_pod.get(r.uid, 0) > 1),
                 "unreported": sum(1 for r in bound if r.uid not in per_pod),
                 "overcommits": self.watch.overcommits[:50],
-                "pending_at_end": self.pending_at_end,
+                "pending_at_end": self.watch.unbound_live()
+                if self.pending_at_end is None
+                else self.pending_at_end,
                 "watch_errors": len(self.watch.errors),
                 "event_watch_errors": self.events.errors,
             },
+            "interrupted": self.pending_at_end is None,
+            "failed_steps": self.failed_steps,
             "restarts": sum(restarts.values()),
             "rss": report.rss_growth(self.samples, self.settings.warmup_s),
             "failovers": failovers,
@@ -245,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     controller = kwok.KwokController(args.kwok, args.kubeconfig, args.kwok_stages, workdir)
     controller.start()
     soak = Soak(args, settings, workdir)
+    soak.health = controller.check
     say(f"soak: {settings.minutes:g} minutes, {settings.nodes} kwok nodes, workdir {workdir}")
     try:
         soak.run()
+    except KeyboardInterrupt:
+        say("interrupted: the report covers what ran")
+        soak.events.stop()
     finally:
         soak.pods.stop()
         clean_up(soak.api)

@@ -162,6 +162,14 @@ def markdown(doc: dict[str, Any]) -> str:
             f"Leader deletions: {len(doc['failovers'])}; the longest time without a bind in the "
             f"two minutes after each: {min(gaps):.1f} to {max(gaps):.1f} s."
         )
+    if doc.get("failed_steps"):
+        lines.append(
+            f"Steps that failed (logged, the soak went on): {len(doc['failed_steps'])}, "
+            + "; ".join(f"{f['what']} at {f['t'] / 60:.0f} min" for f in doc["failed_steps"][:10])
+            + "."
+        )
+    if doc.get("interrupted"):
+        lines.append("**Interrupted**: the figures cover what ran.")
     lines += ["", "![soak](latest.png)", ""]
     return "\n".join(lines)
 
