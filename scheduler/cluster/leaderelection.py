@@ -252,6 +252,10 @@ class LeaderElector:
     def run(self) -> None:
         """The election loop; returns when stopped or when leadership was lost."""
         watcher = self._watch_lease() if self.config.watch else None
+        if watcher is not None and not watcher.wait_for_sync(self.config.request_timeout):
+            # its first list is still to come: a change before it (the Lease deleted just after
+            # we took it) would then reach us only through the next renewal
+            logger.info("Lease watch not synced yet; acquiring anyway", extra=kv(lock=self._describe()))
         try:
             logger.info(
                 "Attempting to acquire leader lease", extra=kv(lock=self._describe(), identity=self.identity)
