@@ -693,6 +693,15 @@ def document(
     parts, and the cases it is missing, if any."""
     st = journal.settings
     names = list(st["contenders"])
+    case_list = report.cases(
+        journal.runs,
+        names,
+        st["workloads"],
+        st["modes"],
+        st["nodes"],
+        st["pods"],
+        st["nodes"] * st.get("resident_per_node", 0),
+    )
     return {
         "started": journal.started,
         "duration_s": journal.duration_s,
@@ -720,15 +729,8 @@ def document(
         "load_average_at_end": load_average_at_end,
         "note": a.note,
         "missing_cases": missing_cases(journal),
-        "cases": report.cases(
-            journal.runs,
-            names,
-            st["workloads"],
-            st["modes"],
-            st["nodes"],
-            st["pods"],
-            st["nodes"] * st.get("resident_per_node", 0),
-        ),
+        "goals": report.all_goals(case_list),
+        "cases": case_list,
         "runs": journal.runs,
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,11 @@ def test_a_finished_benchmark_goes_where_out_says(tmp_path: Path) -> None:
     assert "Unfinished" not in text and "Not run yet" not in text
     assert "| ours-qps5000 peak RSS <= 300 MiB" in text
     assert not (work / "latest.md").exists()
+    doc = json.loads((out / "latest.json").read_text())
+    every_case = [{"case": f"{c['workload']}/{c['mode']}", **g} for c in doc["cases"] for g in c["goals"]]
+    assert doc["goals"] == every_case
+    assert {g["case"] for g in doc["goals"]} == {"basic/stream", "preemption/stream"}
+    assert all(set(g) >= {"goal", "figure", "met"} for g in doc["goals"])
 
 
 def test_a_directory_without_a_journal_is_refused_with_the_flag_named(
