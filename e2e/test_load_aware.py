@@ -10,7 +10,7 @@ prometheus`` after the module.
 
 - **A burst spreads.** With both workers far under the threshold, pods created
   at once go to both: every placement raises the node's hot value (two within a
-  minute cost it 10 points, weighted x3), so the node that looked idlest stops
+  minute cost it 10 points, times the score weight), so the node that looked idlest stops
   looking so after a couple of pods. Without it they would all go to the node
   with the lower load.
 - **A loaded worker is avoided.** A CPU burner (one busy thread, pinned with

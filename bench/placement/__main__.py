@@ -48,6 +48,7 @@ PROMETHEUS_VALUES = [
 ]
 SYNC_PERIODS = {
     # crane's default periods (3m, 15m, 3h) scaled as the windows
+    "cpu_usage_active": "10s",  # 30s, as the rules' evaluation interval
     "cpu_usage_avg_5m": "30s",
     "mem_usage_avg_5m": "30s",
     "cpu_usage_max_avg_1h": "3m",
@@ -80,8 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--dynamic-weight",
         type=int,
-        default=pc.DYNAMIC_WEIGHT,
-        help=f"ours-dynamic's Dynamic score weight (default {pc.DYNAMIC_WEIGHT}, as the manifests)",
+        default=None,
+        help="ours-dynamic's Dynamic score weight (default: the manifests' dynamic.scoreWeight)",
     )
     p.add_argument(
         "--workdir", type=Path, default=None, help="logs (default _artifacts/bench-placement/<time>)"
@@ -99,7 +100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--nodes: expected at least 2")
     if args.dynamic_policy is not None and not args.dynamic_policy.is_file():
         p.error(f"--dynamic-policy: no file {args.dynamic_policy}")
-    if args.dynamic_weight < 1:
+    if args.dynamic_weight is not None and args.dynamic_weight < 1:
         p.error("--dynamic-weight: expected a weight of at least 1")
     return args
 
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     manifests_policy = bench_policy(values.data["dynamic"]["policy"])
     manifests_policy_path.write_text(yaml.safe_dump(manifests_policy), encoding="utf-8")
     estimator = estimator_args(values.data)
+    if args.dynamic_weight is None:
+        args.dynamic_weight = int(values.data["dynamic"]["scoreWeight"])
     prom_values = values.data["prometheus"]
     window = (prometheus_seconds(prom_values["rateWindow"]) or 0.0) + (
         prometheus_seconds(prom_values["windows"]["avg5m"]) or 0.0

@@ -26,8 +26,8 @@ from bench import contenders as ct
 
 QPS = (5000.0, 5000)
 ALL = ("kube-scheduler", "ours", "ours-crane", "ours-dynamic", "oracle")
-DYNAMIC_WEIGHT = 3
-"""As the manifests weigh the Dynamic score."""
+CRANE_WEIGHT = 3
+"""As crane-scheduler's manifests weigh the Dynamic score (``ours-crane``)."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class Setup:
     """The estimator args matching the bench's Prometheus windows (``estimator_args``)."""
     dynamic_policy_path: str
     """``ours-dynamic``'s policy: the manifests', or the one of ``--dynamic-policy``."""
-    dynamic_weight: int = DYNAMIC_WEIGHT
-    """``ours-dynamic``'s Dynamic score weight (``--dynamic-weight``)."""
+    dynamic_weight: int
+    """``ours-dynamic``'s Dynamic score weight: the manifests', or ``--dynamic-weight``."""
 
 
 def scheduler_name(contender: str) -> str:
@@ -61,7 +61,7 @@ def ours_config(contender: str, setup: Setup) -> dict[str, Any]:
         "relaxWhenNothingFits": improved,
         "estimator": {**setup.estimator, "enabled": improved},
     }
-    weight = setup.dynamic_weight if improved else DYNAMIC_WEIGHT
+    weight = setup.dynamic_weight if improved else CRANE_WEIGHT
     return ct.unelected_config(ct.dynamic_profile(name, weight, args))
 
 

@@ -22,12 +22,15 @@ from scheduler.config.decode import (
     GO_DURATION,
     NON_EMPTY,
     Check,
+    Codec,
     at_least,
     between,
     decode,
+    describe,
     join,
     yaml_field,
 )
+from scheduler.config.durations import format_seconds
 from scheduler.config.errors import ConfigError
 from scheduler.config.types import API_VERSIONS
 from scheduler.core.resources import QuantityError, parse_quantity
@@ -284,6 +287,24 @@ def _quantity(v: str) -> bool:
 _METRIC_RESOURCES = ("cpu", "memory")
 
 
+def _decode_windows(raw: Any, path: str) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise ConfigError(None, path, f"expected a mapping of metric to a Go duration, got {describe(raw)}")
+    out = {}
+    for metric, value in raw.items():
+        seconds = GO_DURATION.decode(value, join(path, str(metric)))
+        if seconds <= 0:
+            raise ConfigError(
+                None, join(path, str(metric)), f'expected a duration > 0, like "1m", got {describe(value)}'
+            )
+        out[str(metric)] = seconds
+    return out
+
+
+_WINDOWS = Codec(_decode_windows, lambda windows: {m: format_seconds(s) for m, s in windows.items()})
+"""``metricWindows``: metric -> Go duration, held as float seconds."""
+
+
 @dataclass(frozen=True)
 class DynamicEstimatorArgs:
     """How the ``Dynamic`` plugin counts pods its samples cannot show yet (``plugins.dynamic.estimate``).
@@ -308,6 +329,9 @@ class DynamicEstimatorArgs:
     default_memory: str = yaml_field("200Mi", check=Check('a quantity like "200Mi"', _quantity))
     metric_resources: dict[str, str] = yaml_field(factory=dict)
     """Policy metric -> ``cpu`` or ``memory``; without an entry, by its name (see the module doc)."""
+    metric_windows: dict[str, float] = yaml_field(factory=dict, codec=_WINDOWS)
+    """Policy metric -> its own averaging window, where it is not ``metrics_window`` (a rate over
+    one minute takes a pod in sooner than a five-minute average of it)."""
 
     def validate(self, path: str) -> None:
         for metric, resource in self.metric_resources.items():

@@ -163,12 +163,23 @@ def estimator_args(values: dict[str, Any]) -> dict[str, Any]:
     averages are, from the Prometheus values, under what ``dynamic.estimator`` sets.
 
     A sample is evaluated on data a scrape and an evaluation interval old (the lag); a pod's
-    usage enters it through rate() over ``rateWindow``, then the ``avg5m`` average (the window).
+    usage enters it through rate() over ``rateWindow``, then the ``avg5m`` average (the window,
+    which the maxima of those averages share). ``cpu_usage_active`` is the rate alone, and
+    ``mem_usage_active`` the working set as last scraped: windows of their own.
     """
     prom = values["prometheus"]
-    lag = sum(prometheus_seconds(prom[k]) or 0.0 for k in ("scrapeInterval", "evaluationInterval"))
-    window = sum(prometheus_seconds(v) or 0.0 for v in (prom["rateWindow"], prom["windows"]["avg5m"]))
-    derived = {"metricsLag": format_seconds(lag), "metricsWindow": format_seconds(window)}
+    scrape = prometheus_seconds(prom["scrapeInterval"]) or 0.0
+    rate = prometheus_seconds(prom["rateWindow"]) or 0.0
+    lag = scrape + (prometheus_seconds(prom["evaluationInterval"]) or 0.0)
+    window = rate + (prometheus_seconds(prom["windows"]["avg5m"]) or 0.0)
+    derived = {
+        "metricsLag": format_seconds(lag),
+        "metricsWindow": format_seconds(window),
+        "metricWindows": {
+            "cpu_usage_active": format_seconds(rate),
+            "mem_usage_active": format_seconds(scrape),
+        },
+    }
     return {**derived, **values["dynamic"]["estimator"]}
 
 

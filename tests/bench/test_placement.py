@@ -159,9 +159,9 @@ def test_ours_crane_keeps_cranes_policy_and_ours_dynamic_takes_the_other(tmp_pat
         return cfg["args"]["policyConfigPath"], score["weight"], cfg["args"]["estimator"]["enabled"]
 
     assert dynamic("ours-dynamic") == ("try.yaml", 10, True)
-    assert dynamic("ours-crane") == ("crane.yaml", pc.DYNAMIC_WEIGHT, False)
+    assert dynamic("ours-crane") == ("crane.yaml", pc.CRANE_WEIGHT, False)
     assert "plugins" not in pc.ours_config("ours", setup)["profiles"][0]
-    default = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {}, "manifests.yaml")
+    default = pc.Setup("kc", tmp_path, "ks", "http://prom", "crane.yaml", {}, "manifests.yaml", 7)
     (profile,) = pc.ours_config("ours-dynamic", default)["profiles"]
     assert profile["pluginConfig"][0]["args"]["policyConfigPath"] == "manifests.yaml"
-    assert profile["plugins"]["score"]["enabled"][0]["weight"] == pc.DYNAMIC_WEIGHT
+    assert profile["plugins"]["score"]["enabled"][0]["weight"] == 7

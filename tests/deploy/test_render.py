@@ -264,6 +264,14 @@ def test_the_estimator_follows_the_prometheus_windows_unless_set(method: str) ->
     assert (est.enabled, est.metrics_lag, est.metrics_window) == (False, 25.0, 120.0)
 
 
+def test_the_active_metrics_get_windows_of_their_own() -> None:
+    est = scheduler_files("lease")[0].profiles[0].args["Dynamic"].estimator
+    # cpu_usage_active: the rate over rateWindow 1m; mem_usage_active: the last scrape (15s)
+    assert est.metric_windows == {"cpu_usage_active": 60.0, "mem_usage_active": 15.0}
+    est = scheduler_files("static", "prometheus.rateWindow=2m")[0].profiles[0].args["Dynamic"].estimator
+    assert est.metric_windows["cpu_usage_active"] == 120.0
+
+
 def test_the_manifests_relax_the_limits_when_nothing_fits_unless_told_not_to() -> None:
     assert scheduler_files("lease")[0].profiles[0].args["Dynamic"].relax_when_nothing_fits is True
     off = scheduler_files("static", "dynamic.relaxWhenNothingFits=false")[0]
@@ -281,6 +289,13 @@ def test_bad_estimator_values_are_refused_with_their_path() -> None:
         ConfigError, match=r'dynamic.estimator.metricLag: unknown field \(did you mean "metricsLag"\?\)'
     ):
         rendered("lease", "dynamic.estimator.metricLag=1m")
+    with pytest.raises(
+        ConfigError,
+        match=r'dynamic.estimator.metricWindows.cpu_usage_active: expected a duration > 0, like "1m", got "0s"',
+    ):
+        rendered("lease", "dynamic.estimator.metricWindows.cpu_usage_active=0s")
+    with pytest.raises(ConfigError, match=r"dynamic.estimator.metricWindows.load1: expected a Go duration"):
+        rendered("lease", "dynamic.estimator.metricWindows.load1=soon")
 
 
 def test_a_configuration_the_scheduler_refuses_is_a_render_error() -> None:

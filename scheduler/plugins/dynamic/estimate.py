@@ -10,9 +10,9 @@ of its usage, for the part of it the sample cannot contain yet:
     unseen(pod) = estimate(pod) × (1 − clamp((sample time − lag − placed) / window, 0, 1))
 
 ``lag`` is how old the data behind a fresh evaluation is (scrape interval, rule interval),
-``window`` the rules' averaging window: a pod placed after ``sample time − lag`` counts in full,
-one placed a window before that not at all, and linearly in between, as a running average takes
-it in. The node's usage of a metric is then its sample plus Σ unseen / allocatable.
+``window`` the metric's averaging window (``metricWindows``, else ``metricsWindow``): a pod placed
+after ``sample time − lag`` counts in full, one placed a window before that not at all, and
+linearly in between, as a running average takes it in. The node's usage of a metric is then its sample plus Σ unseen / allocatable.
 
 estimate(pod), per resource: the sum over its long-running containers (regular and restartable
 init containers) of request × factor, each capped by the container's limit; where a pod
@@ -88,7 +88,10 @@ class Estimator:
 
     def __init__(self, args: DynamicEstimatorArgs, metrics: tuple[str, ...]) -> None:
         self.lag = args.metrics_lag
-        self.window = args.metrics_window
+        self.windows = {m: args.metric_windows.get(m, args.metrics_window) for m in metrics}
+        """Each metric's averaging window: its own in ``metric_windows``, else ``metrics_window``."""
+        self.window = max(self.windows.values(), default=args.metrics_window)
+        """The longest of them: how far back a pod may still be unseen by some metric."""
         self._cpu_factor = args.cpu_scaling_factor / 100.0
         self._memory_factor = args.memory_scaling_factor / 100.0
         self._default_milli_cpu = milli_value(args.default_cpu)
@@ -161,8 +164,9 @@ class Estimator:
         resource = self.resources.get(metric)
         if resource is None or not recent.placed:
             return 0.0
+        window = self.windows.get(metric, self.window)
         seen_until = sample_time - self.lag  # data up to here is in the sample
-        start = bisect_right(recent.placed, seen_until - self.window)
+        start = bisect_right(recent.placed, seen_until - window)
         if start == len(recent.placed):
             return 0.0
         if resource == CPU:
@@ -173,6 +177,6 @@ class Estimator:
             return 0.0
         total = 0.0
         for i in range(start, len(recent.placed)):
-            seen = (seen_until - recent.placed[i]) / self.window
+            seen = (seen_until - recent.placed[i]) / window
             total += amounts[i] * (1.0 - seen if seen > 0.0 else 1.0)
         return total / allocatable

@@ -130,6 +130,23 @@ def test_unseen_load_ramps_down_over_the_window_after_the_lag(est: Estimator) ->
     assert unseen(T, metric="load1") == 0.0
 
 
+def test_a_metric_with_a_window_of_its_own_takes_a_pod_in_over_that_window() -> None:
+    args = DynamicEstimatorArgs(metric_windows={"cpu_usage_active": 60.0})
+    est = Estimator(args, ("cpu_usage_active", *CRANE_METRICS))
+    assert est.window == 300.0  # the longest: how far back the recent pods are looked for
+    one = 850 / 4000
+    seen_until = T - 60
+    pods = [scheduled_pod("p", seen_until - 30, cpu="1")]
+    node = node_info("n", cpu="4", memory="8Gi", pods=pods)
+    recent = est.recent(node, T - 60 - est.window)
+    assert est.unseen(node, recent, "cpu_usage_active", T) == pytest.approx(one / 2)  # half of 1m
+    assert est.unseen(node, recent, "cpu_usage_avg_5m", T) == pytest.approx(one * 0.9)  # a tenth of 5m
+    old = node_info("n", cpu="4", memory="8Gi", pods=[scheduled_pod("p", seen_until - 60, cpu="1")])
+    recent = est.recent(old, T - 60 - est.window)
+    assert est.unseen(old, recent, "cpu_usage_active", T) == 0.0
+    assert est.unseen(old, recent, "cpu_usage_avg_5m", T) == pytest.approx(one * 0.8)
+
+
 def test_the_recent_pods_follow_the_node_and_an_older_sample(est: Estimator) -> None:
     node = node_info("n", pods=[scheduled_pod("old", T - 1000, cpu="1")])
     assert est.recent(node, T - 360).placed == ()
