@@ -377,7 +377,6 @@ def scale_goals(
                     med,
                     f"<= {limit:g}",
                     None if med is None else med <= limit,
-                    figure=med,
                     per_run=per_run,
                 )
             )
@@ -403,7 +402,6 @@ def _event_goals(runs: list[dict[str, Any]], name: str, mode: str) -> list[dict[
             lag,
             f"<= {SCALE_EVENTS_LAG_S:g}",
             None if lag is None else lag <= SCALE_EVENTS_LAG_S,
-            figure=lag,
             per_run=[r.get("events_lag_s") for r in mine],
         ),
         _goal(
@@ -411,7 +409,6 @@ def _event_goals(runs: list[dict[str, Any]], name: str, mode: str) -> list[dict[
             worst,
             "0 missing",
             None if worst is None else worst <= 0,
-            figure=worst,
             per_run=missing,
         ),
     ]

@@ -48,7 +48,7 @@ PROMETHEUS_VALUES = [
 ]
 SYNC_PERIODS = {
     # crane's default periods (3m, 15m, 3h) scaled as the windows
-    "cpu_usage_active": "10s",  # 30s, as the rules' evaluation interval
+    "cpu_usage_active": "10s",  # the manifests' 30s: here the rules' evaluation interval
     "cpu_usage_avg_5m": "30s",
     "mem_usage_avg_5m": "30s",
     "cpu_usage_max_avg_1h": "3m",

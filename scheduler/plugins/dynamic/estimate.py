@@ -12,7 +12,8 @@ of its usage, for the part of it the sample cannot contain yet:
 ``lag`` is how old the data behind a fresh evaluation is (scrape interval, rule interval),
 ``window`` the metric's averaging window (``metricWindows``, else ``metricsWindow``): a pod placed
 after ``sample time − lag`` counts in full, one placed a window before that not at all, and
-linearly in between, as a running average takes it in. The node's usage of a metric is then its sample plus Σ unseen / allocatable.
+linearly in between, as a running average takes it in. The node's usage of a metric is then its
+sample plus Σ unseen / allocatable.
 
 estimate(pod), per resource: the sum over its long-running containers (regular and restartable
 init containers) of request × factor, each capped by the container's limit; where a pod
