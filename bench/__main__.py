@@ -278,17 +278,12 @@ class Bench:
         )
         if done.failed:
             raise RuntimeError(
-                f"{done.failed} of {pop.pods} resident pods could not be created; first: {'; '.join(done.errors)}"
+                f"{done.failed} of {pop.pods} resident pods could not be created or started; first: {'; '.join(done.errors)}"
             )
         say(
-            f"{pop.pods} resident pods ({done.created} created in {done.seconds:.0f}s, {done.existed} there "
+            f"{pop.pods} resident pods Running ({done.created} created in {done.seconds:.0f}s, {done.existed} there "
             f"already) in {len(pop.namespace_names())} namespaces"
         )
-        started = time.monotonic()
-        population.wait_running(
-            self.api, pop, timeout=max(600.0, pop.pods / 50), progress=self.progress.status
-        )
-        say(f"resident pods Running ({time.monotonic() - started:.0f}s)")
 
     def _setup_prometheus(self, setup: ct.Setup) -> ct.Setup:
         values = load_values(REPO / "manifests" / "values.yaml").data["dynamic"]

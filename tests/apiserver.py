@@ -82,6 +82,17 @@ def find_bin_dir() -> Path | None:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def kwok_stage_files() -> list[Path]:
+    """kwok's Stage files of the pinned module, as ``make bench`` loads them (hack/lib/kwok.sh)."""
+    script = (
+        'source hack/lib/common.sh; source hack/lib/kwok.sh; kwok_stages; printf "%s\\n" "${KWOK_STAGES[@]}"'
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
+    )
+    return [Path(line) for line in out.stdout.splitlines() if line]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

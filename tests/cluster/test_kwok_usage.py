@@ -4,7 +4,6 @@ benchmark's Prometheus reads them (``bench.placement.kwokconfig``)."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -19,19 +18,9 @@ from bench.placement import run as prun
 from bench.placement.kwokconfig import documents, metrics_path
 from scheduler.cluster.client import api_request
 from scheduler.polling import poll
-from tests.apiserver import REPO, ControlPlane, find_bin_dir, free_port
+from tests.apiserver import ControlPlane, find_bin_dir, free_port, kwok_stage_files
 
 pytestmark = pytest.mark.apiserver
-
-
-def stage_files() -> list[Path]:
-    script = (
-        'source hack/lib/common.sh; source hack/lib/kwok.sh; kwok_stages; printf "%s\\n" "${KWOK_STAGES[@]}"'
-    )
-    out = subprocess.run(
-        ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
-    )
-    return [Path(line) for line in out.stdout.splitlines() if line]
 
 
 @pytest.fixture
@@ -42,7 +31,7 @@ def kwok_server(apiserver: ControlPlane, tmp_path: Path) -> Iterator[int]:
     controller = kwok.KwokController(
         str(bin_dir / "kwok"),
         apiserver.kubeconfig,
-        stage_files(),
+        kwok_stage_files(),
         tmp_path,
         extra_config=documents(),
         server_port=port,
