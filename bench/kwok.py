@@ -32,6 +32,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from bench.load import merge_patch
 from bench.procstat import stop_process
 from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries
@@ -143,19 +144,7 @@ def ensure_nodes(
 
     def label_zone(i: int) -> None:
         patch = {"metadata": {"labels": {ZONE_LABEL: zone_of(i)}}}
-        call_with_retries(
-            lambda: api_request(
-                api,
-                "PATCH",
-                f"/api/v1/nodes/{node_name(i)}",
-                body=patch,
-                content_type="application/merge-patch+json",
-                timeout=(5, 30),
-            ),
-            what="label node",
-            attempts=8,
-            max_seconds=120,
-        )
+        merge_patch(api, f"/api/v1/nodes/{node_name(i)}", patch, what="label node")
 
     def create(i: int) -> None:
         body = node_body(i)

@@ -41,6 +41,19 @@ PART_OF = ("app.kubernetes.io/part-of", "dynamic-scheduler-bench")
 """The label of the bench's namespaces."""
 
 
+def merge_patch(api: ApiClient, path: str, patch: dict[str, Any], *, what: str) -> None:
+    """A JSON merge patch of ``path`` (an object or its ``/status``), retried on the errors
+    worth retrying for up to two minutes; ``what`` names the step in the retries' log."""
+    call_with_retries(
+        lambda: api_request(
+            api, "PATCH", path, body=patch, content_type="application/merge-patch+json", timeout=(5, 60)
+        ),
+        what=what,
+        attempts=10,
+        max_seconds=120,
+    )
+
+
 # --- namespaces ---------------------------------------------------------------------------------
 
 

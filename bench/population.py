@@ -36,6 +36,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from bench import kwok
+from bench.load import merge_patch
 from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries
 
@@ -243,18 +244,8 @@ def populate(
                 existed = True
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             status = {"status": population.status(i, body, now)}
-            call_with_retries(
-                lambda: api_request(
-                    api,
-                    "PATCH",
-                    f"{path}/{body['metadata']['name']}/status",
-                    body=status,
-                    content_type="application/merge-patch+json",
-                    timeout=(5, 60),
-                ),
-                what="write resident pod status",
-                attempts=10,
-                max_seconds=120,
+            merge_patch(
+                api, f"{path}/{body['metadata']['name']}/status", status, what="write resident pod status"
             )
         except Exception as e:  # noqa: BLE001 - counted and reported
             with lock:

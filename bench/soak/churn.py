@@ -22,6 +22,7 @@ from kubernetes.utils import parse_quantity
 
 from bench import kwok
 from bench import workloads as wl
+from bench.load import merge_patch
 from e2e.fit import millicpu
 from scheduler.cluster.client import api_request
 from scheduler.cluster.retry import call_with_retries
@@ -171,20 +172,7 @@ class NodeTurns:
 
     def drain(self, name: str) -> int:
         """Cordon ``name``, delete the soak pods on it, delete it; the pods deleted."""
-        patch = {"spec": {"unschedulable": True}}
-        call_with_retries(
-            lambda: api_request(
-                self.api,
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                body=patch,
-                content_type="application/merge-patch+json",
-                timeout=(5, 30),
-            ),
-            what="cordon node",
-            attempts=8,
-            max_seconds=120,
-        )
+        merge_patch(self.api, f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}}, what="cordon node")
         pods = api_request(
             self.api,
             "GET",
