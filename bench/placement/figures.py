@@ -91,8 +91,16 @@ def figures(scenario: Scenario, placements: Sequence[Placement]) -> dict[str, fl
     end = timeline[-1][1]
     shares = burst_shares(scenario, placements)
     nodes = len(scenario.nodes)
+    down = [
+        c
+        for (t, _), c in zip(timeline, cvs, strict=True)
+        if any(o.at <= t <= o.at + o.seconds for o in scenario.outages)
+    ]
     return {
         "cv_mean": round(statistics.fmean(cvs), 4),
+        # Without load data a scheduler can only estimate the pods it places; the oracle
+        # still sees their real usage: the gap opens here, not before.
+        "cv_mean_outage": round(statistics.fmean(down), 4) if down else None,
         "cv_end": round(cv(end), 4),
         "hottest_end": round(max(end), 4),
         "hottest_max": round(max(max(u) for _, u in timeline), 4),

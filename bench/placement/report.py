@@ -15,6 +15,7 @@ from bench.placement.model import Scenario
 
 FIGURES = (
     ("cv_mean", "CV of node CPU utilization (mean over time)"),
+    ("cv_mean_outage", "CV while Prometheus is gone (mean over that time)"),
     ("cv_end", "CV at the end"),
     ("hottest_max", "hottest node (max over time)"),
     ("node_minutes_above_65", "node-minutes above 65 %"),

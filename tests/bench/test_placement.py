@@ -3,13 +3,15 @@ small cases), the oracle's choice, the scrape configuration and the goals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bench.placement import contenders as pc
 from bench.placement import figures as fig
 from bench.placement import model, report
 from bench.placement import run as prun
-from bench.placement.model import NODE_CPU_MILLI, NodeSpec, PodSpec, Rise, Scenario
+from bench.placement.model import NODE_CPU_MILLI, NodeSpec, Outage, PodSpec, Rise, Scenario
 from bench.placement.oracle import choose
 
 
@@ -64,6 +66,14 @@ def test_utilization_counts_pods_from_their_bind_and_rises_from_theirs() -> None
     assert f["burst_max_share"] == round(2 / 3, 4) and f["burst_max_fair_shares"] == round(4 / 3, 2)
     assert f["pending"] == 0
     assert fig.figures(s, placements[:2])["pending"] == 1
+    assert f["cv_mean_outage"] is None  # no outage in this scenario
+
+
+def test_the_outage_figure_averages_the_cv_while_prometheus_is_gone_only() -> None:
+    s = dataclasses.replace(small(), outages=(Outage(5.0, 10.0),))
+    placements = [fig.Placement(0, 0, 0.0), fig.Placement(1, 0, 6.0), fig.Placement(2, 1, 6.0)]
+    cvs = [fig.cv(fig.utilization(s, placements, t)) for t in (5, 10, 15)]  # the samples from 5 to 15 s
+    assert fig.figures(s, placements)["cv_mean_outage"] == round(sum(cvs) / 3, 4)
 
 
 def test_a_pod_placed_above_the_limit_counts_only_while_another_node_had_room() -> None:
