@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from scheduler.core.resources import Resource, pod_requests
+from scheduler.core.resources import CPU, MEMORY, Resource, pod_requests
 
 HostPort = tuple[str, str, int]
 """(hostIP, protocol, hostPort) as NodePorts compares them; hostIP "" means 0.0.0.0."""
@@ -90,6 +90,8 @@ class PodInfo:
         affinity = spec.get("affinity") or {}
         pa = affinity.get("podAffinity") or {}
         paa = affinity.get("podAntiAffinity") or {}
+        requests = pod_requests(spec)
+        non_zero = requests if _requests_cpu_and_memory(spec) else pod_requests(spec, non_zero=True)
         return cls(
             pod=pod,
             uid=meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}",
@@ -100,8 +102,8 @@ class PodInfo:
             node_name=spec.get("nodeName") or "",
             priority=spec.get("priority") or 0,
             created=parse_time(meta.get("creationTimestamp")),
-            requests=pod_requests(spec),
-            non_zero_requests=pod_requests(spec, non_zero=True),
+            requests=requests,
+            non_zero_requests=non_zero,
             host_ports=_host_ports(spec),
             has_affinity=bool(pa or paa),
             has_required_anti_affinity=bool(paa.get("requiredDuringSchedulingIgnoredDuringExecution")),
@@ -118,3 +120,15 @@ class PodInfo:
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+def _requests_cpu_and_memory(spec: dict[str, Any]) -> bool:
+    """Whether every container and init container requests both cpu and memory: then the
+    scoring view (``non_zero``) adds no defaults and is the requests themselves (one object
+    for both; most pods of a cluster are such pods)."""
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            requests = (c.get("resources") or {}).get("requests")
+            if not requests or CPU not in requests or MEMORY not in requests:
+                return False
+    return True
