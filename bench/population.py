@@ -164,35 +164,55 @@ class Population:
 
     def status(self, i: int, body: dict[str, Any], now: str) -> dict[str, Any]:
         """Pod ``i``'s status once it runs (``body``: its ``pod(i)``; ``now``: an RFC 3339
-        time): Running, Ready, its containers started, a host IP and a pod IP of its own."""
-        conditions = [
-            {"type": t, "status": "True", "lastTransitionTime": now}
-            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-        ]
-        containers = [
+        time), with a host IP and a pod IP of its own."""
+        return running_status(body, host_ip=kwok.node_ip(i % self.nodes), pod_ip=_pod_ip(i), now=now)
+
+
+def running_status(pod: dict[str, Any], *, host_ip: str, pod_ip: str, now: str) -> dict[str, Any]:
+    """What a kubelet (v1.37) writes of ``pod`` once its containers run: Running and Ready,
+    and a status per container with the IDs and mounts a container runtime reports (derived
+    from the pod's name, so the same pod gets the same status). The QoS class is left to the
+    API server, which set it at creation."""
+    conditions = [
+        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+    ]
+    name = pod["metadata"]["name"]
+    containers = []
+    for c in pod["spec"]["containers"]:
+        digest = hashlib.sha256(f"{name}/{c['name']}".encode()).hexdigest()
+        image = c["image"]
+        containers.append(
             {
                 "name": c["name"],
-                "image": c["image"],
-                "imageID": "",
-                "ready": True,
-                "started": True,
-                "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": image,
+                "imageID": image.rsplit(":", 1)[0] + "@sha256:" + hashlib.sha256(image.encode()).hexdigest(),
+                "containerID": "containerd://" + digest,
+                "started": True,
+                "volumeMounts": [
+                    {
+                        "name": "kube-api-access",
+                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        "readOnly": True,
+                        "recursiveReadOnly": "Disabled",
+                    }
+                ],
             }
-            for c in body["spec"]["containers"]
-        ]
-        pod_ip = _pod_ip(i)
-        host_ip = kwok.node_ip(i % self.nodes)
-        return {
-            "phase": "Running",
-            "conditions": conditions,
-            "containerStatuses": containers,
-            "hostIP": host_ip,
-            "hostIPs": [{"ip": host_ip}],
-            "podIP": pod_ip,
-            "podIPs": [{"ip": pod_ip}],
-            "startTime": now,
-        }
+        )
+    return {
+        "phase": "Running",
+        "conditions": conditions,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "containerStatuses": containers,
+    }
 
 
 def _pod_ip(i: int) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client import CoreV1Api
 
+from bench.population import running_status
 from scheduler.cluster.client import ClientOptions, api_request, decode, new_api_client
 from scheduler.cluster.informers import Informer, _lines
 from scheduler.cluster.slim import slim_pod, trimmed
@@ -98,49 +99,12 @@ def pod_body(i: int) -> dict[str, Any]:
     }
 
 
-def running_status(pod: dict[str, Any], i: int) -> dict[str, Any]:
-    """What a kubelet writes of a running pod."""
-    at = "2026-12-01T10:00:00Z"
-    host, ip = f"10.0.{i // 250 % 250}.{i % 250}", f"10.244.{i // 250 % 250}.{i % 250}"
-    conditions = [
-        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": at}
-        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
-    ]
-    containers = [
-        {
-            "name": c["name"],
-            "state": {"running": {"startedAt": at}},
-            "lastState": {},
-            "ready": True,
-            "restartCount": 0,
-            "image": c["image"],
-            "imageID": c["image"].rsplit(":", 1)[0] + "@sha256:" + uuid.uuid4().hex * 2,
-            "containerID": "containerd://" + uuid.uuid4().hex * 2,
-            "started": True,
-            "volumeMounts": [
-                {
-                    "name": "kube-api-access",
-                    "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                    "readOnly": True,
-                    "recursiveReadOnly": "Disabled",
-                }
-            ],
-        }
-        for c in pod["spec"]["containers"]
-    ]
-    return {
-        "status": {
-            "phase": "Running",
-            "conditions": conditions,
-            "hostIP": host,
-            "hostIPs": [{"ip": host}],
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
-            "startTime": at,
-            "containerStatuses": containers,
-            "qosClass": "Burstable",
-        }
-    }
+def host_ip(i: int) -> str:
+    return f"10.0.{i // 250 % 250}.{i % 250}"
+
+
+def pod_ip(i: int) -> str:
+    return f"10.244.{i // 250 % 250}.{i % 250}"
 
 
 def run_pod(api: Any, ns: str, i: int) -> None:
@@ -157,7 +121,9 @@ def run_pod(api: Any, ns: str, i: int) -> None:
         api,
         "PATCH",
         f"/api/v1/namespaces/{ns}/pods/{name}/status",
-        body=running_status(pod, i),
+        body={
+            "status": running_status(pod, host_ip=host_ip(i), pod_ip=pod_ip(i), now="2026-12-01T10:00:00Z")
+        },
         content_type="application/merge-patch+json",
     )
 

@@ -36,7 +36,6 @@ from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.logs import kv, setup
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane, measure_on_standalone
-from tests.cluster.measure_informer import running_status
 
 logger = logging.getLogger("measure_memory")
 
@@ -111,26 +110,12 @@ def add_nodes(api: Any, start: int, stop: int) -> None:
 
 
 def run_pods(api: Any, pop: Population) -> None:
-    """The population's pods Running, as a kubelet reports them."""
+    """The population's pods, Running as a kubelet reports them (``populate`` writes that)."""
     for ns in pop.namespace_names():
         api_request(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
     done = populate(api, pop, workers=16)
     if done.failed:
         raise RuntimeError(f"{done.failed} pods not created: {done.errors}")
-
-    def status(i: int) -> None:
-        ns, body = pop.pod(i)
-        name = body["metadata"]["name"]
-        api_request(
-            api,
-            "PATCH",
-            f"/api/v1/namespaces/{ns}/pods/{name}/status",
-            body=running_status(body, i),
-            content_type="application/merge-patch+json",
-        )
-
-    with ThreadPoolExecutor(16) as ex:
-        list(ex.map(status, range(pop.pods)))
 
 
 def main() -> int:
