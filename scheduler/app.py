@@ -346,12 +346,13 @@ class App:
             )
         if self.recorder is not None:
             self.recorder.start()
-        for i in self.informers:
-            i.start()
-        while not self.stop.is_set():
-            if all(i.has_synced() for i in self.informers):
-                break
-            self.stop.wait(0.1)
+        with inf.initial_load():
+            for i in self.informers:
+                i.start()
+            while not self.stop.is_set():
+                if all(i.has_synced() for i in self.informers):
+                    break
+                self.stop.wait(0.1)
         if self.stop.is_set():
             return self.shutdown(0)
         pods = next((len(i.store) for i in self.informers if i.resource.plural == "pods"), 0)

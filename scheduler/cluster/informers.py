@@ -44,6 +44,7 @@ readers of the store get the stored dicts themselves: treat them as read-only.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import random
 import socket
@@ -495,6 +496,29 @@ def _lines(resp: Any) -> Iterator[bytes]:
                 yield line
     if buf.strip():
         yield buf
+
+
+@contextlib.contextmanager
+def initial_load() -> Iterator[None]:
+    """The informers' first lists, with the cyclic garbage collector off; what they loaded
+    frozen afterwards (``gc.freeze``), then the collector as it was.
+
+    A large cluster's state arrives as millions of small dicts and lists that hold no reference
+    cycles. The collector, run every 700 new container objects, scans the young ones each time
+    and all of them now and then, as they arrive: at 150 000 pods that is 6.5 of the 10 s of
+    CPU their decoding, slimming and caching take (3.7 s without it). Frozen, they are skipped
+    by every later collection too. Freezing keeps nothing alive: reference counting still frees
+    each object as the last reference to it goes (a deleted pod's dicts); only a reference
+    cycle among frozen objects would outlive its last outside reference, and the informers'
+    dicts form none. A relist later runs with the collector on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def wait_for_sync(informers: list[Informer], timeout: float) -> bool:
