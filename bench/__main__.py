@@ -187,6 +187,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--runs, --nodes and --pods must be positive")
     if not 0 <= ns.resident_per_node <= int(kwok.NODE_PODS) // 2:
         p.error(f"--resident-per-node: expected 0 to {int(kwok.NODE_PODS) // 2}, got {ns.resident_per_node}")
+    if ns.resident_per_node and "preemption" in ns.workload_names:
+        # Its preemptors would evict resident pods, whose deletion kwok leaves to whoever
+        # writes their status (bench.kwok.UNMANAGED_LABEL): they would stay Terminating.
+        p.error("--resident-per-node: not with the preemption workload (it would evict resident pods)")
     kinds = {ct.BY_NAME[n].kind for n in names}
     if "kube-scheduler" in kinds and not ns.kube_scheduler:
         p.error("--kube-scheduler is required for the kube-scheduler contenders")

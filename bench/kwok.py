@@ -68,9 +68,14 @@ def node_name(i: int) -> str:
     return f"{NODE_PREFIX}{i:05d}"
 
 
+def address(second_octet: int, i: int) -> str:
+    """The ``i``-th IPv4 address from ``10.<second_octet>.0.0`` on."""
+    return f"10.{second_octet + (i >> 16)}.{(i >> 8) & 0xFF}.{i & 0xFF}"
+
+
 def node_ip(i: int) -> str:
     """A distinct InternalIP per node, from 10.200.0.0/14 (unrouted: nothing connects to it)."""
-    return f"10.{200 + (i >> 16)}.{(i >> 8) & 0xFF}.{i & 0xFF}"
+    return address(200, i)
 
 
 def node_body(i: int) -> dict[str, Any]:

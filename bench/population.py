@@ -163,16 +163,17 @@ class Population:
         return self.namespace_of(app), body
 
     def status(self, i: int, body: dict[str, Any], now: str) -> dict[str, Any]:
-        """Pod ``i``'s status once it runs (``body``: its ``pod(i)``; ``now``: an RFC 3339
-        time), with a host IP and a pod IP of its own."""
+        """Pod ``i``'s status once it runs (``body``: its ``pod(i)``, or the pod as created;
+        ``now``: an RFC 3339 time), with a host IP and a pod IP of its own."""
         return running_status(body, host_ip=kwok.node_ip(i % self.nodes), pod_ip=_pod_ip(i), now=now)
 
 
 def running_status(pod: dict[str, Any], *, host_ip: str, pod_ip: str, now: str) -> dict[str, Any]:
     """What a kubelet (v1.37) writes of ``pod`` once its containers run: Running and Ready,
-    and a status per container with the IDs and mounts a container runtime reports (derived
-    from the pod's name, so the same pod gets the same status). The QoS class is left to the
-    API server, which set it at creation."""
+    and a status per container with the IDs a container runtime reports (derived from the
+    pod's name, so the same pod gets the same status) and the container's mounts (those the
+    API server added at creation, the service account token's, when ``pod`` is the created
+    object). The QoS class is left to the API server, which set it at creation."""
     conditions = [
         {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
         for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
@@ -195,11 +196,12 @@ def running_status(pod: dict[str, Any], *, host_ip: str, pod_ip: str, now: str) 
                 "started": True,
                 "volumeMounts": [
                     {
-                        "name": "kube-api-access",
-                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                        "readOnly": True,
+                        "name": m["name"],
+                        "mountPath": m["mountPath"],
+                        "readOnly": bool(m.get("readOnly")),
                         "recursiveReadOnly": "Disabled",
                     }
+                    for m in c.get("volumeMounts") or ()
                 ],
             }
         )
@@ -218,7 +220,7 @@ def running_status(pod: dict[str, Any], *, host_ip: str, pod_ip: str, now: str) 
 def _pod_ip(i: int) -> str:
     """A distinct pod IP per resident pod, from 10.160.0.0/12: apart from kwok's ``POD_CIDR``
     and the nodes' IPs, unrouted (nothing connects to it)."""
-    return f"10.{160 + (i >> 16)}.{(i >> 8) & 0xFF}.{i & 0xFF}"
+    return kwok.address(160, i)
 
 
 @dataclass
@@ -249,10 +251,10 @@ def populate(
     def create(i: int) -> None:
         namespace, body = population.pod(i)
         path = f"/api/v1/namespaces/{namespace}/pods"
-        existed = False
+        existed, created = False, body
         try:
             try:
-                call_with_retries(
+                created = call_with_retries(
                     lambda: api_request(api, "POST", path, body=body, timeout=(5, 60)),
                     what="create resident pod",
                     attempts=10,
@@ -263,7 +265,7 @@ def populate(
                     raise
                 existed = True
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            status = {"status": population.status(i, body, now)}
+            status = {"status": population.status(i, created, now)}
             merge_patch(
                 api, f"{path}/{body['metadata']['name']}/status", status, what="write resident pod status"
             )

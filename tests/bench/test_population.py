@@ -6,7 +6,10 @@ from __future__ import annotations
 import collections
 import re
 
+import pytest
+
 from bench import kwok
+from bench.__main__ import parse_args
 from bench.population import APP_REPLICAS, RESIDENT_LABEL, Population
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -51,3 +54,15 @@ def test_the_shapes_vary_by_app_as_real_workloads_do() -> None:
     assert share(lambda s: len(s["containers"]) == 2) == 1 / 2
     assert share(lambda s: len(s["tolerations"]) == 2) == 1 / 5
     assert all(s["containers"][0]["resources"]["requests"]["cpu"] for s in first)
+
+
+def test_the_bench_refuses_resident_pods_with_the_preemption_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--kubeconfig", "/dev/null", "--kwok", "/bin/true", "--kwok-stages", "/dev/null"]
+    args += ["--kube-scheduler", "/bin/true", "--rawbinder", "/bin/true"]
+    args += ["--resident-per-node", "30"]
+    assert parse_args([*args, "--workloads", "basic"]).resident_per_node == 30
+    with pytest.raises(SystemExit):
+        parse_args([*args, "--workloads", "basic,preemption"])
+    assert "not with the preemption workload" in capsys.readouterr().err

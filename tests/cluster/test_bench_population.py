@@ -44,6 +44,10 @@ def test_the_population_is_created_bound_running_and_resumes(admin: ApiClient) -
         assert {c["type"] for c in st["conditions"] if c["status"] == "True"} >= {"Ready", "ContainersReady"}
         assert [c["name"] for c in st["containerStatuses"]] == [c["name"] for c in p["spec"]["containers"]]
         assert st["hostIP"] == kwok.node_ip(int(p["spec"]["nodeName"].removeprefix(kwok.NODE_PREFIX)))
+        for c, cs in zip(p["spec"]["containers"], st["containerStatuses"], strict=True):
+            assert [m["mountPath"] for m in cs.get("volumeMounts", [])] == [
+                m["mountPath"] for m in c.get("volumeMounts", [])
+            ]
     assert len({p["status"]["podIP"] for p in pods}) == 30
     again = populate(admin, pop, workers=4)
     assert (again.created, again.existed, again.failed) == (0, 30, 0)
@@ -84,7 +88,18 @@ def test_kwok_runs_other_pods_but_leaves_the_resident_ones_alone(
         assert (done.created, done.failed) == (3, 0), done.errors
         written = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in resident_pods(admin, pop)}
 
-        # kwok's pod-ready stage runs a pod created after them on the same node...
+        # A resident pod whose status nobody writes stays Pending: kwok's pod-ready stage
+        # would run it, as it runs another pod created after it on the same node...
+        ns = pop.namespace_names()[0]
+        unwritten = {
+            "metadata": {"name": "unwritten", "labels": dict([RESIDENT_LABEL])},
+            "spec": {
+                "nodeName": name,
+                "tolerations": [kwok.TOLERATION],
+                "containers": [{"name": "c", "image": "registry.example.com/c:1"}],
+            },
+        }
+        api_request(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=unwritten)
         other = {
             "metadata": {"name": "other"},
             "spec": {
@@ -105,7 +120,13 @@ def test_kwok_runs_other_pods_but_leaves_the_resident_ones_alone(
         )
         # ... and has not written the resident pods' status over the population's, nor tried
         # (a pod IP of its own beside theirs is refused, and kwok logs that).
-        after = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in resident_pods(admin, pop)}
+        unwritten = api_request(admin, "GET", f"/api/v1/namespaces/{ns}/pods/unwritten")
+        assert unwritten["status"]["phase"] == "Pending"
+        after = {
+            p["metadata"]["name"]: p["metadata"]["resourceVersion"]
+            for p in resident_pods(admin, pop)
+            if p["metadata"]["name"] != "unwritten"
+        }
         assert after == written
         log = kwok_running.tail(1000)
         assert not [n for n in written if n in log], log
