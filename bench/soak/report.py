@@ -5,7 +5,7 @@ highest in the first ten minutes: every leader after those is a standby that too
 caches already full, so a scheduler that keeps nothing it should not has the same RSS whichever
 replica leads and whenever; what moves it otherwise is the number of live pods in the caches
 (about 500 at the defaults, 4 MiB at the measured 8 KiB per pod) and the allocator's own noise
-(a few MiB), both well under 10 % of a leader's 120 to 150 MiB.
+(a few MiB), both well under 10 % of a leader's 85 to 90 MiB (the 2-hour run).
 """
 
 from __future__ import annotations
