@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler.core.framework import Snapshot
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
 
@@ -298,17 +299,17 @@ class FakeHandle:
 
     def __init__(
         self,
-        snapshot: FakeSnapshot | None = None,
+        snapshot: Snapshot | None = None,
         stores: Mapping[str, Iterable[dict[str, Any]]] | None = None,
         scheduler_name: str = "default-scheduler",
     ) -> None:
-        self._snapshot = snapshot or FakeSnapshot()
+        self._snapshot: Snapshot = snapshot or FakeSnapshot()
         self._stores = {k: FakeStore(v) for k, v in (stores or {}).items()}
         self._scheduler_name = scheduler_name
         self.events: list[tuple[str, str]] = []
 
     @property
-    def snapshot(self) -> FakeSnapshot:
+    def snapshot(self) -> Snapshot:
         return self._snapshot
 
     def store(self, resource: str) -> FakeStore:

@@ -48,6 +48,7 @@ Speed
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -343,11 +344,17 @@ class Dynamic:
             return
         # No _generation(): from the scrape's thread nothing may advance the sources' state.
         now, ours = self._clock(), self.hot.values()
+        # The informers add and remove a node's pods while a scrape reads them: the cache's
+        # lock (the one a scheduling cycle holds) keeps each node still while its view is
+        # computed, and is never held across a yield.
+        lock = getattr(self._snapshot, "lock", None) or contextlib.nullcontext()
         for node in self._snapshot.list():
-            load = self._compute(node, -1, now)
-            if self.estimator is not None and load.sample_times:
-                load = self._with_estimate(node, load, memoize=False)
-            yield node.name, load.usage, self._hot_value(node, ours), load.verdict is not None
+            with lock:
+                load = self._compute(node, -1, now)
+                if self.estimator is not None and load.sample_times:
+                    load = self._with_estimate(node, load, memoize=False)
+                row = (node.name, load.usage, self._hot_value(node, ours), load.verdict is not None)
+            yield row
 
     def _generation(self) -> int:
         return sum(s.current_generation() for s in self._sources)

@@ -5,22 +5,25 @@ source; expectations are computed from crane's formulas in the test."""
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from scheduler.config.errors import ConfigError
 from scheduler.config.pluginargs import DynamicArgs, DynamicEstimatorArgs
+from scheduler.core.cache import Cache
 from scheduler.core.framework import Code, CycleState, Status
 from scheduler.core.podinfo import PodInfo
 from scheduler.plugins.dynamic.plugin import NO_FRESH_DATA, Dynamic, build_source
 from scheduler.plugins.dynamic.policy import DynamicPolicy, load_policy
 
-from ..builders import FakeHandle, FakeSnapshot, node_info, pod_info, run_filter, run_score
+from ..builders import FakeHandle, FakeSnapshot, make_node, node_info, pod_info, run_filter, run_score
 from .clocks import ManualClock
 from .promapi import FakePrometheus
 
@@ -584,3 +587,51 @@ def test_the_usage_gauge_includes_the_estimate(fake_prom: FakePrometheus) -> Non
     got = registry.get_sample_value("dynamic_scheduler_node_usage", {**labels, "metric": "cpu_usage_avg_5m"})
     assert got == pytest.approx(0.5 + 0.85 / 4)
     assert registry.get_sample_value("dynamic_scheduler_node_rejected", labels) == 1.0
+
+
+def test_a_scrape_walks_each_nodes_pods_while_the_informers_change_them(fake_prom: FakePrometheus) -> None:
+    """/metrics computes the estimate of every node's recent pods on the scrape's thread, while
+    the informers' threads add and remove pods in the scheduler's cache: a node's pods must not
+    change under the walk (a scrape answered 500, "dictionary keys changed during iteration")."""
+    registry = CollectorRegistry()
+    crane = Cluster(fake_prom, CRANE_DEFAULT)
+    cache = Cache()
+    cache.add_node(make_node("node-a", cpu="1000"))
+
+    def bound(i: int) -> PodInfo:  # created after the sample: each one is walked
+        return pod_info(f"p{i}", uid=f"p{i}", cpu="100m", node_name="node-a")
+
+    for i in range(2000):
+        cache.add_pod(bound(i))
+    plugin = Dynamic(
+        crane.args,
+        FakeHandle(cache, scheduler_name="p"),
+        source=crane.source,
+        registry=registry,
+        clock=crane.clock,
+        hot_clock=crane.hot_clock,
+    )
+    crane.load({"node-a": everything(0.5)})
+    stop, turned = threading.Event(), [0]
+
+    def informer() -> None:  # one pod goes, another comes: the same number of keys
+        i = 2000
+        while not stop.is_set():
+            cache.remove_pod(f"p{i - 2000}")
+            cache.add_pod(bound(i))
+            i += 1
+            turned[0] += 1
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as it can be
+    thread = threading.Thread(target=informer, daemon=True)
+    thread.start()
+    try:
+        for _ in range(30):
+            text = generate_latest(registry).decode()
+            assert 'dynamic_scheduler_node_rejected{node="node-a",profile="p"}' in text
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    assert turned[0] > 0 and plugin.estimator is not None  # pods came and went; each was estimated
