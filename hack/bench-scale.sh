@@ -5,8 +5,10 @@
 # the basic workload, one run per contender; results in bench/results/scale/<nodes>-nodes/.
 # Variables: SCALE_SIZES (nodes, comma-separated; default 1000,5000), SCALE_PODS (10000),
 # SCALE_RESIDENT (pods per node already running; 30), SCALE_MODES (backlog,stream), BENCH_ARGS
-# (more flags of python -m bench).
-# The cluster's own kube-scheduler is stopped while it runs (see pause_cluster_scheduler).
+# (more flags of python -m bench), SCALE_APISERVER_MEMLIMIT (the API server's GOMEMLIMIT while it
+# runs; 10GiB, none to leave it alone).
+# The cluster's own kube-scheduler is stopped while it runs (see pause_cluster_scheduler), and the
+# API server given a soft memory limit (see limit_apiserver_heap).
 source "$(dirname "$0")/lib/common.sh"
 source "$REPO_ROOT/hack/lib/cluster.sh"
 
@@ -58,7 +60,69 @@ resume_cluster_scheduler() {
   log "the cluster's kube-scheduler is back"
 }
 
+# The API server holds 150 000 pods in its watch cache and serves them to each contender's lists;
+# with Go's default GC target its heap grew to 12.4 GiB at 5000 nodes, mostly garbage awaiting a
+# collection, and the machine ran out of memory while kube-scheduler started. GOMEMLIMIT makes its
+# collector run before the heap passes the limit (a soft limit: a live heap above it is kept). Set
+# on the static pod's manifest, which makes the kubelet restart it; the original is put back at the
+# end, which restarts it again. Both contenders meet the same API server.
+APISERVER_MANIFEST=/etc/kubernetes/manifests/kube-apiserver.yaml
+APISERVER_ASIDE=/etc/kubernetes/dynamic-scheduler/kube-apiserver.yaml.orig
+APISERVER_MEMLIMIT=${SCALE_APISERVER_MEMLIMIT:-10GiB}
+
+apiserver_container() { on_node crictl ps -q --name '^kube-apiserver$'; }
+
+# apiserver_restarted BEFORE: whether the API server container is no longer BEFORE and /readyz
+# answers, within 180 s.
+apiserver_restarted() {
+  local deadline=$((SECONDS + 180))
+  until [[ $(apiserver_container) != "$1" ]] && kubectl get --raw /readyz >/dev/null 2>&1; do
+    (( SECONDS < deadline )) || return 1
+    sleep 2
+  done
+}
+
+limit_apiserver_heap() {
+  [[ $APISERVER_MEMLIMIT != none ]] || return 0
+  [[ $APISERVER_MEMLIMIT =~ ^[0-9]+(KiB|MiB|GiB)$ ]] \
+    || die "SCALE_APISERVER_MEMLIMIT: expected a size like 10GiB (or none), got $APISERVER_MEMLIMIT"
+  ! on_node test -e "$APISERVER_ASIDE" \
+    || die "$APISERVER_ASIDE exists on $CONTROL_PLANE already: move it back to $APISERVER_MANIFEST first"
+  ! on_node grep -q '^    env:' "$APISERVER_MANIFEST" \
+    || die "$APISERVER_MANIFEST on $CONTROL_PLANE sets an environment already: run with SCALE_APISERVER_MEMLIMIT=none"
+  local before
+  before=$(apiserver_container)
+  on_node cp "$APISERVER_MANIFEST" "$APISERVER_ASIDE"
+  trap resume_cluster EXIT
+  # kubeadm's manifest lists one container; its env goes before its image.
+  on_node sed -i "s|^    image: \(.*kube-apiserver.*\)|    env:\n    - name: GOMEMLIMIT\n      value: $APISERVER_MEMLIMIT\n    image: \1|" \
+    "$APISERVER_MANIFEST"
+  on_node grep -q "value: $APISERVER_MEMLIMIT" "$APISERVER_MANIFEST" \
+    || die "could not set GOMEMLIMIT in $APISERVER_MANIFEST on $CONTROL_PLANE"
+  apiserver_restarted "$before" \
+    || die "the API server did not come back within 180 s of its manifest's change (kubectl -n kube-system get pods)"
+  log "the API server runs with GOMEMLIMIT=$APISERVER_MEMLIMIT while the benchmark runs"
+}
+
+resume_apiserver() {
+  on_node test -f "$APISERVER_ASIDE" || return 0
+  local before
+  before=$(apiserver_container)
+  on_node mv "$APISERVER_ASIDE" "$APISERVER_MANIFEST"
+  if apiserver_restarted "$before"; then
+    log "the API server runs with its own manifest again"
+  else
+    log "warning: the API server is not back 180 s after its manifest was put back: see docker exec $CONTROL_PLANE crictl ps -a"
+  fi
+}
+
+resume_cluster() {
+  resume_apiserver
+  resume_cluster_scheduler
+}
+
 pause_cluster_scheduler
+limit_apiserver_heap
 for nodes in ${sizes//,/ }; do
   log "scale benchmark: $nodes nodes, ${SCALE_RESIDENT:-30} resident pods per node, ${SCALE_PODS:-10000} new pods"
   BENCH_NODES=$nodes BENCH_PODS=${SCALE_PODS:-10000} BENCH_RUNS=1 BENCH_WORKLOADS=basic \
