@@ -385,6 +385,7 @@ class Bench:
         if mode == BACKLOG:
             observer.start()
             self._create_backlog(creator, tag)
+        load_at_start = machine.load_average()
         t0 = time.time()
         running = ct.start(c, setup, f"run{run}-{case}", dynamic=workload.dynamic)
         profiler: subprocess.Popen[bytes] | None = None
@@ -491,6 +492,7 @@ class Bench:
             wall_limit_hit=wall_limit_hit,
         )
         fig["exit_code"] = code
+        fig["load_1m_at_start"] = load_at_start[0] if load_at_start else None
         fig["scheduled_events"] = events
         fig["events_lag_s"] = events_lag
         if churned is not None:

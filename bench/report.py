@@ -137,6 +137,7 @@ def summarize(runs: list[dict[str, Any]], contenders: list[str]) -> dict[str, di
             "peak_rss_mib": _median([r["peak_rss_mib"] for r in rs]),
             "rss_ready_mib": _median([r.get("rss_ready_mib") for r in rs]),
             "peak_rss_mib_max": max((r["peak_rss_mib"] for r in rs if r["peak_rss_mib"]), default=None),
+            "load_1m_at_start": _median([r.get("load_1m_at_start") for r in rs]),
         }
         for kind in ("latency_watch_s", "latency_server_s"):
             s[kind] = {k: _median([r[kind][k] for r in rs]) for k in rs[0][kind]}
@@ -538,6 +539,11 @@ _CPU: Column = ("CPU s", lambda name, s: _fmt(s["cpu_s"], 1))
 _RSS: Column = ("peak RSS MiB", lambda name, s: _fmt(s["peak_rss_mib"], 0))
 _COMPLETE: Column = ("complete runs", lambda name, s: f"{s['complete_runs']}/{s['runs']}")
 _EVENTS: Column = ("Scheduled events", lambda name, s: _fmt(s.get("scheduled_events"), 0))
+_LOAD: Column = ("load at start", lambda name, s: _fmt(s.get("load_1m_at_start"), 1))
+_LOAD_ABOUT = (
+    " Load at start: the machine's 1-minute load average as the contender was started (on a "
+    "machine this busy every process starts and lists slower)."
+)
 
 STREAM_COLUMNS: list[Column] = [
     _NAME,
@@ -551,6 +557,7 @@ STREAM_COLUMNS: list[Column] = [
     _COMPLETE,
     ("pods created/s", lambda name, s: _fmt(s["create_rate"], 0)),
     _EVENTS,
+    _LOAD,
 ]
 STREAM_ABOUT = (
     "**Stream**: the pods are created while the contender runs. Medians over the runs. pods/s: "
@@ -558,7 +565,7 @@ STREAM_ABOUT = (
     "watch-observed (sub-second) and server-side (whole seconds, from creationTimestamp and "
     "PodScheduled's lastTransitionTime). CPU: the contender's CPU seconds from the first create "
     "to the last Scheduled event (the bench waits for them). RSS: peak (VmHWM) of the process; when ready: VmRSS once its caches "
-    "synced, before the first measured pod (what the nodes and the cluster's other pods take)."
+    "synced, before the first measured pod (what the nodes and the cluster's other pods take)." + _LOAD_ABOUT
 )
 BACKLOG_COLUMNS: list[Column] = [
     _NAME,
@@ -571,13 +578,14 @@ BACKLOG_COLUMNS: list[Column] = [
     _RSS,
     _COMPLETE,
     _EVENTS,
+    _LOAD,
 ]
 BACKLOG_ABOUT = (
     "**Backlog**: every pod is Pending before the contender starts, as after a restart or a big "
     "rollout. Medians over the runs. pods/s: first to last bind. Drained: seconds from the "
     "contender's start to the last bind (its start, cache sync and leader election included). "
     "Events: the bench waits (60 s at most) until every bound pod has its Scheduled event, then "
-    "takes the CPU: the whole process's, start and events included."
+    "takes the CPU: the whole process's, start and events included." + _LOAD_ABOUT
 )
 
 

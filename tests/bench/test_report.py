@@ -289,3 +289,30 @@ def test_with_resident_pods_the_scale_goals_come_first() -> None:
     }
     (without,) = cases(runs, names, ["basic"], [BACKLOG], 5000, 10000)
     assert without["goals"] == []
+
+
+def test_each_contenders_load_at_start_is_the_median_of_its_runs_and_a_dash_when_unrecorded() -> None:
+    backlog = [
+        run(c, n, 100.0) | {"workload": "basic", "mode": BACKLOG, "load_1m_at_start": load}
+        for c, n, load in (
+            ("ours-qps5000", 1, 6.1),
+            ("ours-qps5000", 2, 2.0),
+            ("ours-qps5000", 3, 3.0),
+            ("kube-scheduler-qps5000", 1, None),  # results from before the field was recorded
+        )
+    ]
+    got = cases(backlog, CONTENDERS, ["basic"], [BACKLOG], 1000, 5000)
+    assert got[0]["summary"]["ours-qps5000"]["load_1m_at_start"] == 3.0
+    doc = {
+        "config": {"nodes": 1000, "pods": 5000, "runs": 3},
+        "machine": MACHINE,
+        "started": "now",
+        "duration_s": 60,
+        "cases": got,
+        "runs": backlog,
+    }
+    table = markdown(doc).split("\n\n| contender |", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table[0].endswith("| load at start |")
+    by_name = {r.split(" | ")[0].lstrip("| "): r.split(" | ")[-1] for r in table[2:]}
+    assert by_name["ours-qps5000"] == "3.0 |"
+    assert by_name["kube-scheduler-qps5000"] == "– |"
