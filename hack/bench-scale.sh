@@ -16,6 +16,9 @@ sizes=${SCALE_SIZES:-1000,5000}
 for nodes in ${sizes//,/ }; do
   [[ $nodes =~ ^[0-9]+$ ]] || die "SCALE_SIZES: expected node counts like 1000,5000, got $sizes"
 done
+APISERVER_MEMLIMIT=${SCALE_APISERVER_MEMLIMIT:-10GiB}
+[[ $APISERVER_MEMLIMIT == none || $APISERVER_MEMLIMIT =~ ^[0-9]+(KiB|MiB|GiB)$ ]] \
+  || die "SCALE_APISERVER_MEMLIMIT: expected a size like 10GiB (or none), got $APISERVER_MEMLIMIT"
 cluster_exists || die "no cluster $KIND_CLUSTER: run make kind-up"
 
 # The cluster's own kube-scheduler schedules none of the bench's pods, but it holds every pod in
@@ -68,7 +71,6 @@ resume_cluster_scheduler() {
 # end, which restarts it again. Both contenders meet the same API server.
 APISERVER_MANIFEST=/etc/kubernetes/manifests/kube-apiserver.yaml
 APISERVER_ASIDE=/etc/kubernetes/dynamic-scheduler/kube-apiserver.yaml.orig
-APISERVER_MEMLIMIT=${SCALE_APISERVER_MEMLIMIT:-10GiB}
 
 apiserver_container() { on_node crictl ps -q --name '^kube-apiserver$'; }
 
@@ -84,8 +86,6 @@ apiserver_restarted() {
 
 limit_apiserver_heap() {
   [[ $APISERVER_MEMLIMIT != none ]] || return 0
-  [[ $APISERVER_MEMLIMIT =~ ^[0-9]+(KiB|MiB|GiB)$ ]] \
-    || die "SCALE_APISERVER_MEMLIMIT: expected a size like 10GiB (or none), got $APISERVER_MEMLIMIT"
   ! on_node test -e "$APISERVER_ASIDE" \
     || die "$APISERVER_ASIDE exists on $CONTROL_PLANE already: move it back to $APISERVER_MANIFEST first"
   ! on_node grep -q '^    env:' "$APISERVER_MANIFEST" \
