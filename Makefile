@@ -182,7 +182,7 @@ bench: venv kind-up ## Throughput and latency vs kube-scheduler on kwok nodes (B
 	@bash hack/bench.sh
 
 .PHONY: bench-scale
-bench-scale: venv kind-up ## Ours vs kube-scheduler with 30 pods running per node, at 1000 and 5000 kwok nodes (the cluster's own kube-scheduler stopped, the API server's GOMEMLIMIT set meanwhile), into bench/results/scale/ (SCALE_SIZES=1000,5000 SCALE_PODS=10000 SCALE_RESIDENT=30 SCALE_MODES=backlog,stream SCALE_APISERVER_MEMLIMIT=10GiB)
+bench-scale: venv kind-up ## Ours vs kube-scheduler with 30 pods running per node, at 1000 and 5000 kwok nodes (the cluster's own kube-scheduler stopped, the API server's GOMEMLIMIT set meanwhile), into bench/results/scale/ (SCALE_SIZES=1000,5000 SCALE_PODS=10000 SCALE_RESIDENT=30 SCALE_MODES=backlog,stream SCALE_APISERVER_MEMLIMIT=10GiB SCALE_SETTLE_LOAD=1.5)
 	@bash hack/bench-scale.sh
 
 .PHONY: bench-placement

@@ -131,6 +131,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--settle", type=float, default=5, help="seconds of rest between runs")
     p.add_argument(
+        "--settle-load",
+        type=float,
+        default=None,
+        help="before each contender starts (its backlog created), wait until the machine's "
+        "1-minute load average is at most this, for up to --settle-max seconds",
+    )
+    p.add_argument("--settle-max", type=float, default=600, help="the longest wait of --settle-load")
+    p.add_argument(
         "--events-timeout",
         type=float,
         default=60,
@@ -185,6 +193,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ns.workdir = ns.resume
     if ns.runs < 1 or ns.nodes < 1 or ns.pods < 1:
         p.error("--runs, --nodes and --pods must be positive")
+    if ns.settle_load is not None and ns.settle_load <= 0:
+        p.error(f"--settle-load: expected a load average above 0, got {ns.settle_load:g}")
+    if ns.settle_max < 0:
+        p.error(f"--settle-max: expected seconds, 0 or more, got {ns.settle_max:g}")
     if not 0 <= ns.resident_per_node <= int(kwok.NODE_PODS) // 2:
         p.error(f"--resident-per-node: expected 0 to {int(kwok.NODE_PODS) // 2}, got {ns.resident_per_node}")
     if ns.resident_per_node and "preemption" in ns.workload_names:
@@ -350,6 +362,24 @@ class Bench:
 
     # --- one run ------------------------------------------------------------------------------
 
+    def _settle(self, tag: str) -> dict[str, Any] | None:
+        """With --settle-load: wait for the machine to calm down before a contender starts, so
+        that none starts while the API server is still busy with what came before (the
+        resident population, the backlog's creation, the last contender's deletions)."""
+        a = self.args
+        if a.settle_load is None:
+            return None
+        waited, reached = machine.wait_for_load(a.settle_load, a.settle_max, progress=self.progress.status)
+        load = machine.load_average()
+        now = load[0] if load else None
+        if reached:
+            self.progress.say(f"run {tag}: the machine settled in {waited:.0f}s (load {now})")
+        else:
+            self.progress.say(
+                f"run {tag}: the load is still {now} after {waited:.0f}s (--settle-load {a.settle_load:g}); starting"
+            )
+        return {"below": a.settle_load, "waited_s": round(waited, 1), "reached": reached}
+
     def run_one(
         self, c: ct.Contender, run: int, setup: ct.Setup, workload: wl.Workload, mode: str
     ) -> dict[str, Any]:
@@ -385,6 +415,7 @@ class Bench:
         if mode == BACKLOG:
             observer.start()
             self._create_backlog(creator, tag)
+        settled = self._settle(tag)
         load_at_start = machine.load_average()
         t0 = time.time()
         running = ct.start(c, setup, f"run{run}-{case}", dynamic=workload.dynamic)
@@ -493,6 +524,8 @@ class Bench:
         )
         fig["exit_code"] = code
         fig["load_1m_at_start"] = load_at_start[0] if load_at_start else None
+        if settled is not None:
+            fig["settle"] = settled
         fig["scheduled_events"] = events
         fig["events_lag_s"] = events_lag
         if churned is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -36,6 +38,34 @@ def load_average() -> list[float]:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return []
+
+
+def wait_for_load(
+    below: float,
+    timeout: float,
+    *,
+    progress: Callable[[str], None] | None = None,
+    read: Callable[[], list[float]] = load_average,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    every: float = 5.0,
+) -> tuple[float, bool]:
+    """Wait until the 1-minute load average is at most ``below``, or ``timeout`` seconds have
+    passed; poll it every ``every`` seconds. Returns (seconds waited, whether it got there).
+    A machine that cannot say its load counts as settled."""
+    start = clock()
+    while True:
+        load = read()
+        waited = clock() - start
+        if not load or load[0] <= below:
+            return waited, True
+        if waited >= timeout:
+            return waited, False
+        if progress is not None:
+            progress(
+                f"waiting for the machine to settle: load {load[0]:.2f} > {below:g}, {waited:.0f}/{timeout:.0f}s"
+            )
+        sleep(min(every, timeout - waited))
 
 
 def version_of(cmd: list[str]) -> str:

@@ -6,7 +6,10 @@
 # Variables: SCALE_SIZES (nodes, comma-separated; default 1000,5000), SCALE_PODS (10000),
 # SCALE_RESIDENT (pods per node already running; 30), SCALE_MODES (backlog,stream), BENCH_ARGS
 # (more flags of python -m bench), SCALE_APISERVER_MEMLIMIT (the API server's GOMEMLIMIT while it
-# runs; 10GiB, none to leave it alone).
+# runs; 10GiB, none to leave it alone), SCALE_SETTLE_LOAD and SCALE_SETTLE_MAX (before each
+# contender starts, wait up to SCALE_SETTLE_MAX seconds (300) for the 1-minute load average to
+# fall to SCALE_SETTLE_LOAD (1.5), so that neither starts while the cluster is still busy with
+# what came before; none to start at once).
 # The cluster's own kube-scheduler is stopped while it runs (see pause_cluster_scheduler), and the
 # API server given a soft memory limit (see limit_apiserver_heap).
 source "$(dirname "$0")/lib/common.sh"
@@ -19,6 +22,13 @@ done
 APISERVER_MEMLIMIT=${SCALE_APISERVER_MEMLIMIT:-10GiB}
 [[ $APISERVER_MEMLIMIT == none || $APISERVER_MEMLIMIT =~ ^[0-9]+(KiB|MiB|GiB)$ ]] \
   || die "SCALE_APISERVER_MEMLIMIT: expected a size like 10GiB (or none), got $APISERVER_MEMLIMIT"
+SETTLE_LOAD=${SCALE_SETTLE_LOAD:-1.5}
+SETTLE_MAX=${SCALE_SETTLE_MAX:-300}
+[[ $SETTLE_LOAD == none || $SETTLE_LOAD =~ ^[0-9]+(\.[0-9]+)?$ ]] \
+  || die "SCALE_SETTLE_LOAD: expected a load average like 1.5 (or none), got $SETTLE_LOAD"
+[[ $SETTLE_MAX =~ ^[0-9]+$ ]] || die "SCALE_SETTLE_MAX: expected seconds like 300, got $SETTLE_MAX"
+settle_args=""
+[[ $SETTLE_LOAD == none ]] || settle_args="--settle-load $SETTLE_LOAD --settle-max $SETTLE_MAX"
 cluster_exists || die "no cluster $KIND_CLUSTER: run make kind-up"
 
 # The cluster's own kube-scheduler schedules none of the bench's pods, but it holds every pod in
@@ -127,6 +137,6 @@ for nodes in ${sizes//,/ }; do
   log "scale benchmark: $nodes nodes, ${SCALE_RESIDENT:-30} resident pods per node, ${SCALE_PODS:-10000} new pods"
   BENCH_NODES=$nodes BENCH_PODS=${SCALE_PODS:-10000} BENCH_RUNS=1 BENCH_WORKLOADS=basic \
     BENCH_MODES=${SCALE_MODES:-backlog,stream} BENCH_CONTENDERS=ours-qps5000,kube-scheduler-qps5000 \
-    BENCH_ARGS="--resident-per-node ${SCALE_RESIDENT:-30} --out $REPO_ROOT/bench/results/scale/$nodes-nodes ${BENCH_ARGS:-}" \
+    BENCH_ARGS="--resident-per-node ${SCALE_RESIDENT:-30} $settle_args --out $REPO_ROOT/bench/results/scale/$nodes-nodes ${BENCH_ARGS:-}" \
     bash "$REPO_ROOT/hack/bench.sh"
 done
