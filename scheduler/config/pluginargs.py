@@ -78,16 +78,21 @@ class RequestedToCapacityRatioParam:
     shape: tuple[UtilizationShapePoint, ...] = yaml_field(factory=tuple)
 
     def validate(self, path: str) -> None:
-        if not self.shape:
-            raise ConfigError(None, join(path, "shape"), "expected at least one point")
-        for i in range(1, len(self.shape)):
-            if self.shape[i].utilization <= self.shape[i - 1].utilization:
-                raise ConfigError(
-                    None,
-                    join(join(join(path, "shape"), i), "utilization"),
-                    f"expected utilization values in increasing order, got "
-                    f"{self.shape[i].utilization} after {self.shape[i - 1].utilization}",
-                )
+        validate_shape(self.shape, join(path, "shape"))
+
+
+def validate_shape(shape: tuple[UtilizationShapePoint, ...], path: str) -> None:
+    """kube-scheduler's ``validateFunctionShape``: at least one point, utilization increasing."""
+    if not shape:
+        raise ConfigError(None, path, "expected at least one point")
+    for i in range(1, len(shape)):
+        if shape[i].utilization <= shape[i - 1].utilization:
+            raise ConfigError(
+                None,
+                join(join(path, i), "utilization"),
+                f"expected utilization values in increasing order, got "
+                f"{shape[i].utilization} after {shape[i - 1].utilization}",
+            )
 
 
 ScoringStrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -226,6 +231,15 @@ class NodeAffinityArgs:
 @dataclass(frozen=True)
 class VolumeBindingArgs:
     bind_timeout_seconds: int = yaml_field(600, check=at_least(0), int64=True)
+    shape: tuple[UtilizationShapePoint, ...] = yaml_field(
+        factory=lambda: (UtilizationShapePoint(0, 10), UtilizationShapePoint(100, 0))
+    )
+    """The StorageCapacityScoring score's shape (on by default in kube-scheduler v1.37, which
+    writes this default into its configuration). Checked as kube-scheduler checks it; the
+    score itself is not implemented here (the plugin says so when the shape is not the default)."""
+
+    def validate(self, path: str) -> None:
+        validate_shape(self.shape, join(path, "shape"))
 
 
 @dataclass(frozen=True)

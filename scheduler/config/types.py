@@ -18,6 +18,8 @@ from scheduler.config.decode import (
     Check,
     at_least,
     between,
+    camel,
+    join,
     yaml_field,
 )
 from scheduler.config.errors import ConfigError
@@ -123,6 +125,9 @@ EXTENSION_POINTS: tuple[str, ...] = (
 )
 """The extension points, in the order a pod meets them (attribute names)."""
 
+POD_GROUP_POINTS: tuple[str, ...] = ("placement_generate", "placement_score", "pod_group_post_filter")
+"""kube-scheduler v1.37's extension points of pod group scheduling (``Plugins.validate``)."""
+
 
 @dataclass(frozen=True)
 class Plugins:
@@ -142,9 +147,25 @@ class Plugins:
     post_bind: PluginSet = yaml_field(factory=PluginSet)
     multi_point: PluginSet = yaml_field(factory=PluginSet)
     """Plugins enabled here run at every extension point they implement."""
+    placement_generate: PluginSet = yaml_field(factory=PluginSet)
+    placement_score: PluginSet = yaml_field(factory=PluginSet)
+    pod_group_post_filter: PluginSet = yaml_field(factory=PluginSet)
+    """The pod group (workload) points of kube-scheduler v1.37 (``POD_GROUP_POINTS``):
+    accepted, as its own written configuration has them, but no plugin here implements
+    them, so nothing may be enabled there."""
 
     def point(self, name: str) -> PluginSet:
         return getattr(self, name)
+
+    def validate(self, path: str) -> None:
+        for point in POD_GROUP_POINTS:
+            for i, ref in enumerate(self.point(point).enabled):
+                raise ConfigError(
+                    None,
+                    join(join(join(path, camel(point)), "enabled"), i),
+                    f"pod group (workload) scheduling is not supported: no plugin may be enabled "
+                    f"here, got {ref.name!r}",
+                )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.config import default_config, dump_config
+from scheduler.config import default_config, dump_config, parse_config
 from scheduler.config.registry import NOT_IMPLEMENTED
 from tests.apiserver import REPO, find_bin_dir
 
@@ -92,3 +92,19 @@ def test_the_profile_name_and_leader_election_are_kube_schedulers(
     assert {k: ours["leaderElection"][k] for k in keys} == {
         k: kube_scheduler_defaults["leaderElection"][k] for k in keys
     }
+
+
+def test_kube_schedulers_own_written_configuration_loads_as_our_defaults(
+    kube_scheduler_defaults: dict[str, Any],
+) -> None:
+    """An operator may start from kube-scheduler's ``--write-config-to``: the file loads as it
+    is (the fields of v1.37 included) and means the default profile."""
+    theirs = parse_config(yaml.safe_dump(kube_scheduler_defaults), policies=False)
+    ours = default_config()
+    (t,), (o,) = theirs.profiles, ours.profiles
+    assert (t.plugins, dict(t.score_weights), dict(t.args)) == (
+        o.plugins,
+        dict(o.score_weights),
+        dict(o.args),
+    )
+    assert (theirs.parallelism, theirs.leader_election) == (ours.parallelism, ours.leader_election)

@@ -387,3 +387,18 @@ def test_args_for_a_plugin_that_takes_none() -> None:
     assert load("profiles: [{schedulerName: a, pluginConfig: [{name: NodePorts, args: {}}]}]\n") == load(
         "profiles: [{schedulerName: a}]\n"
     )
+
+
+def test_the_pod_group_points_of_v1_37_are_accepted_empty() -> None:
+    """kube-scheduler v1.37 writes placementGenerate, placementScore and podGroupPostFilter into
+    its configuration (``--write-config-to``, ``/configz``): such a file loads; a plugin enabled
+    there is refused, as none here implements them."""
+    c = load(
+        "profiles: [{plugins: {placementGenerate: {}, placementScore: {disabled: [{name: '*'}]}, "
+        "podGroupPostFilter: {enabled: []}}}]\n"
+    )
+    assert c.profiles[0].plugins == default_config().profiles[0].plugins
+    e = error("profiles: [{plugins: {placementScore: {enabled: [{name: TopologyPlacementGenerator}]}}}]\n")
+    assert e.path == "profiles[0].plugins.placementScore.enabled[0]"
+    assert "pod group (workload) scheduling is not supported" in e.message
+    assert "'TopologyPlacementGenerator'" in e.message

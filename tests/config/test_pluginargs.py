@@ -49,6 +49,7 @@ def test_defaults_of_the_default_profile() -> None:
     assert p.args_for("PodTopologySpread") == PodTopologySpreadArgs((), "System")
     assert p.args_for("NodeAffinity") == NodeAffinityArgs(None)
     assert p.args_for("VolumeBinding") == VolumeBindingArgs(600)
+    assert [(s.utilization, s.score) for s in VolumeBindingArgs().shape] == [(0, 10), (100, 0)]
     assert p.args_for("DefaultPreemption") == DefaultPreemptionArgs(10, 100)
     assert p.args_for("DynamicResources") == DynamicResourcesArgs(10.0, 600.0)
     assert p.args_for("NodeName") is None
@@ -238,6 +239,19 @@ def test_resource_weight_zero_means_one() -> None:
             {"bindTimeoutSeconds": -1},
             "args.bindTimeoutSeconds",
             "expected an integer >= 0, got -1",
+        ),
+        ("VolumeBinding", {"shape": []}, "args.shape", "expected at least one point"),
+        (
+            "VolumeBinding",
+            {"shape": [{"utilization": 50, "score": 5}, {"utilization": 50, "score": 0}]},
+            "args.shape[1].utilization",
+            "expected utilization values in increasing order",
+        ),
+        (
+            "VolumeBinding",
+            {"shape": [{"utilization": 0, "score": 11}]},
+            "args.shape[0].score",
+            "got 11",
         ),
         (
             "DefaultPreemption",

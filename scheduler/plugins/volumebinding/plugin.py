@@ -22,7 +22,9 @@ kube-scheduler's VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding`
   until every claim is bound (``bindTimeoutSeconds``, default 600).
 
 Not implemented: CSIStorageCapacity checks ("did not have enough free
-storage") and the StorageCapacityScoring score; in-tree to CSI translation.
+storage") and the StorageCapacityScoring score (its ``shape`` arg is accepted
+and checked, as kube-scheduler v1.37 writes it into its configuration; a
+shape other than the default is logged as unused).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.config.pluginargs import VolumeBindingArgs
 from scheduler.core.framework import SKIP, Code, CycleState, Handle, Snapshot, Status, error, unresolvable
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -158,6 +161,12 @@ class VolumeBinding:
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.handle = handle
         self.bind_timeout = float(getattr(args, "bind_timeout_seconds", 600))
+        shape = getattr(args, "shape", None)
+        if shape is not None and shape != VolumeBindingArgs().shape:
+            logger.warning(
+                "VolumeBinding's shape is checked but not used: the storage capacity score is not implemented",
+                extra=kv(shape=[(p.utilization, p.score) for p in shape]),
+            )
         self._lock = threading.Lock()
         # Assumed objects, by store key: (resourceVersion of the object they were made from, object).
         self._assumed_pvs: dict[str, tuple[str, Obj]] = {}

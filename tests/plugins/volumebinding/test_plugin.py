@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.config.pluginargs import UtilizationShapePoint, VolumeBindingArgs
 from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -415,6 +416,14 @@ def test_prebind_without_api_client_fails() -> None:
 def test_bind_timeout_from_args() -> None:
     assert VolumeBinding().bind_timeout == 600
     assert VolumeBinding(SimpleNamespace(bind_timeout_seconds=30)).bind_timeout == 30
+
+
+def test_a_shape_other_than_the_default_is_said_to_be_unused(caplog: pytest.LogCaptureFixture) -> None:
+    VolumeBinding(VolumeBindingArgs())
+    assert not caplog.records
+    VolumeBinding(VolumeBindingArgs(shape=(UtilizationShapePoint(0, 0), UtilizationShapePoint(100, 10))))
+    (record,) = caplog.records
+    assert record.levelname == "WARNING" and "not used" in record.getMessage()
 
 
 # --- PreBind: writes and the wait for binding ---------------------------------------------------
