@@ -2,7 +2,7 @@
 
     informers (pods, nodes, what the plugins read) → cache + queue
     leader election ─ gates ─→ scheduling loop → binder, events, pod conditions
-    HTTPS: /healthz /livez /readyz /metrics
+    HTTPS: /healthz /livez /readyz /metrics /metrics/resources /configz
 
 In shadow mode (``--shadow``) the loop, the binder, the events and the Lease are left
 out: the pod events go to the shadow judge (scheduler.shadow), served at /shadow/decisions.
@@ -33,6 +33,7 @@ from scheduler.cluster.podstatus import PodStatusWriter
 from scheduler.cluster.preemption import PreemptionExecutor
 from scheduler.cluster.store import RESOURCES
 from scheduler.config.options import Options
+from scheduler.config.writing import config_document
 from scheduler.core.cache import Cache
 from scheduler.core.eventhandlers import EventHandlers
 from scheduler.core.framework import Store
@@ -45,6 +46,7 @@ from scheduler.logs import V, kv
 from scheduler.metrics import Metrics
 from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
+from scheduler.serving.podresources import pod_resources_registry
 from scheduler.settings import Settings
 from scheduler.shadow.events import ShadowEventHandlers
 from scheduler.shadow.judge import Judge
@@ -52,6 +54,8 @@ from scheduler.shadow.judge import Judge
 logger = logging.getLogger(__name__)
 
 SHADOW_PATH = "/shadow/decisions"
+CONFIGZ_PATH = "/configz"
+POD_RESOURCES_PATH = "/metrics/resources"
 LOSS_GRACE = 2.0
 """After the Lease is lost, how long the Bindings already sent may take to be answered and
 their ``Scheduled`` events to be written before the process exits; nothing new starts (no
@@ -184,6 +188,7 @@ class App:
                 informer.add_handlers(*handlers.object_handlers(plural))
             self.informers.append(informer)
         stores = {i.resource.plural: i.store for i in self.informers}
+        self._pods = stores["pods"]
 
         profiles = {}
         handles = []
@@ -276,8 +281,24 @@ class App:
                 [READYZ],
             )
             self.server.add_check("shutdown", shutdown_check(self.stop.is_set), [READYZ])
+            # As kube-scheduler's configz (installMetricHandler in cmd/kube-scheduler/app): the
+            # effective configuration in v1, flags applied, under "componentconfig".
+            configz = {"componentconfig": config_document(self.cfg)}
+            self.server.add_json(CONFIGZ_PATH, lambda _query: configz)
+            if self.judge is None and self._pods is not None:
+                # As kube-scheduler's installMetricHandler: every pod's requests and limits,
+                # answered by the leader only.
+                self.server.add_metrics(
+                    POD_RESOURCES_PATH, pod_resources_registry(self._pods.list), self._leads
+                )
             if self.judge is not None:
                 self.server.add_json(SHADOW_PATH, self._shadow_decisions)
+
+    def _leads(self) -> bool:
+        """This replica schedules now, or will once its caches are synced (no leader election)."""
+        if self.halted:
+            return False
+        return self.elector.is_leader() if self.elector is not None else True
 
     def _build_shadow(
         self, handlers: ShadowEventHandlers, profiles: dict[str, Profile], stores: dict[str, Any]
@@ -289,7 +310,6 @@ class App:
             p for prof in profiles.values() for p in prof.plugins.values() if hasattr(p, "note_bound")
         ]
         self.profiles = profiles
-        self._pods = stores["pods"]
         if self.options.leader_election.leader_elect:
             logger.info("Shadow mode: no leader election, nothing is bound or written")
         self._build_server()

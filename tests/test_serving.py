@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from prometheus_client import CollectorRegistry, Gauge
 
 from scheduler.metrics import Metrics
 from scheduler.serving import (
@@ -211,6 +212,23 @@ def test_metrics_honours_accept_and_accept_encoding(serve):
     text = gzip.decompress(r.body).decode()
     assert "scheduler_pending_pods" in text
     assert "process_cpu_seconds_total" not in text
+
+
+def test_a_registry_of_its_own_is_served_while_its_condition_holds(serve):
+    server = serve()
+    registry = CollectorRegistry()
+    Gauge("only_here", "A gauge of this registry alone.", registry=registry).set(3)
+    leading = [False]
+    server.add_metrics("/metrics/extra", registry, lambda: leading[0])
+    r = request(server, "/metrics/extra")
+    assert (r.status, r.body) == (200, b"")
+    leading[0] = True
+    r = request(server, "/metrics/extra")
+    assert r.status == 200 and "only_here 3.0" in r.text
+    assert "scheduler_pending_pods" not in r.text
+    assert "only_here" not in request(server, "/metrics").text
+    with pytest.raises(ValueError, match="expected /metrics/<name>"):
+        server.add_metrics("/extra", registry, lambda: True)
 
 
 def test_self_signed_certificate_names_localhost_the_host_and_the_pod_ip(serve):

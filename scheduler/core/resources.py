@@ -9,6 +9,7 @@ everything else in whole base units (bytes, counts), rounded up as
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -18,6 +19,7 @@ CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
+HUGEPAGES_PREFIX = "hugepages-"
 
 # kube-scheduler's defaults for containers that request nothing, used by the
 # scoring plugins only (pkg/scheduler/util/pod_resources.go).
@@ -168,42 +170,70 @@ def _container_requests(container: dict[str, Any], non_zero: bool) -> Resource:
     return res
 
 
-def pod_requests(spec: dict[str, Any], non_zero: bool = False) -> Resource:
-    """What a pod asks of its node, as ``resourcehelper.PodRequests`` computes it.
+def _container_limits(container: dict[str, Any]) -> Resource:
+    return Resource.from_list((container.get("resources") or {}).get("limits"))
 
-    Regular containers and restartable init containers ("sidecars") run
-    together, so they add up. Each classic init container runs alone, beside
-    the sidecars started before it, so the pod needs the largest of those
-    moments. Pod overhead is added on top. Pod-level ``spec.resources``
-    requests, where set, replace the container sum for the resources they name.
 
-    ``non_zero`` gives the scoring view: a container without a cpu or memory
-    request counts as 100m / 200Mi (kube-scheduler's ``GetNonzeroRequests``).
-    """
-    reqs = Resource()
+def _aggregate(spec: dict[str, Any], of: Callable[[dict[str, Any]], Resource]) -> Resource:
+    """The containers' resources (``of`` each) as the pod needs them
+    (``aggregateContainerResourcesByFn``): regular containers and restartable init containers
+    ("sidecars") run together, so they add up; each classic init container runs alone, beside
+    the sidecars started before it, so the pod needs the largest of those moments."""
+    total = Resource()
     for c in spec.get("containers") or ():
-        reqs.add(_container_requests(c, non_zero))
-
+        total.add(of(c))
     sidecars = Resource()
     init_max = Resource()
     for c in spec.get("initContainers") or ():
-        cr = _container_requests(c, non_zero)
+        cr = of(c)
         if c.get("restartPolicy") == "Always":
             sidecars.add(cr)
-            reqs.add(cr)
+            total.add(cr)
             moment = sidecars.copy()
         else:
             moment = sidecars.copy()
             moment.add(cr)
         init_max.set_max(moment)
-    reqs.set_max(init_max)
+    total.set_max(init_max)
+    return total
 
+
+def is_pod_level_resource(name: str) -> bool:
+    """Whether pod-level ``spec.resources`` may set ``name`` (``IsSupportedPodLevelResource``)."""
+    return name in (CPU, MEMORY) or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_requests(spec: dict[str, Any], non_zero: bool = False) -> Resource:
+    """What a pod asks of its node, as ``resourcehelper.PodRequests`` computes it: the
+    containers' requests (``_aggregate``); pod-level ``spec.resources`` requests, where set,
+    replace that sum for the resources they name; pod overhead on top.
+
+    ``non_zero`` gives the scoring view: a container without a cpu or memory
+    request counts as 100m / 200Mi (kube-scheduler's ``GetNonzeroRequests``).
+    """
+    reqs = _aggregate(spec, lambda c: _container_requests(c, non_zero))
     pod_level = ((spec.get("resources") or {}).get("requests")) or {}
     for name, q in pod_level.items():
-        if name in (CPU, MEMORY) or name == EPHEMERAL_STORAGE:
+        if is_pod_level_resource(name):
             reqs.set(name, q)
-
     overhead = spec.get("overhead")
     if overhead:
         reqs.add(Resource.from_list(overhead))
     return reqs
+
+
+def pod_limits(spec: dict[str, Any]) -> Resource:
+    """A pod's limits, as ``resourcehelper.PodLimits`` computes them: the containers' limits
+    (``_aggregate``); pod-level limits, when the pod sets pod-level resources, replace them
+    for the resources they name; the overhead is added to the limits that are set (a resource
+    without a limit stays unlimited)."""
+    limits = _aggregate(spec, _container_limits)
+    pod_level = spec.get("resources") or {}
+    if any(is_pod_level_resource(n) for part in ("requests", "limits") for n in pod_level.get(part) or {}):
+        for name, q in (pod_level.get("limits") or {}).items():
+            if is_pod_level_resource(name):
+                limits.set(name, q)
+    for name, q in (spec.get("overhead") or {}).items():
+        if limits.get(name):
+            limits.add(Resource.from_list({name: q}))
+    return limits

@@ -12,11 +12,14 @@ Endpoints (GET and HEAD only; any other path is 404, any other method 405):
 
 - ``/healthz``, ``/livez``, ``/readyz`` and ``/<endpoint>/<check>``: the
   registered checks (:class:`~scheduler.serving.checks.HealthChecks`).
-- Paths added with :meth:`HandlerChain.add_json` (shadow mode's
+- Paths added with :meth:`HandlerChain.add_json` (``/configz``, shadow mode's
   ``/shadow/decisions``) answer JSON.
 - ``/metrics`` is the registry in Prometheus' text format, or OpenMetrics when
   the Accept header asks for it, gzipped when accepted; ``?name[]=`` filters
-  (all of it is prometheus_client's exposition).
+  (all of it is prometheus_client's exposition). Paths added with
+  :meth:`HandlerChain.add_metrics` (``/metrics/resources``) answer their own
+  registry the same way, or an empty 200 while their condition does not hold
+  (kube-scheduler's answer on a replica that does not lead).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class HandlerChain:
         self.delegation = delegation
         self._metrics_app = make_wsgi_app(registry)
         self._json: dict[str, JsonEndpoint] = {}
+        self._metrics_apps: dict[str, tuple[Any, Callable[[], bool]]] = {}
         self._lock = threading.Lock()
 
     def add_json(self, path: str, answer: JsonEndpoint) -> None:
@@ -69,6 +73,13 @@ class HandlerChain:
             raise ValueError(f"invalid path {path!r}")
         with self._lock:
             self._json[path] = answer
+
+    def add_metrics(self, path: str, registry: CollectorRegistry, serving: Callable[[], bool]) -> None:
+        """Serve ``registry`` at ``path`` while ``serving()`` holds; an empty 200 otherwise."""
+        if not path.startswith("/metrics/"):
+            raise ValueError(f"invalid path {path!r}: expected /metrics/<name>")
+        with self._lock:
+            self._metrics_apps[path] = (make_wsgi_app(registry), serving)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         method = environ["REQUEST_METHOD"]
@@ -84,7 +95,13 @@ class HandlerChain:
                     b"method not allowed\n",
                 )
             elif path == "/metrics":
-                status, headers, body = self._metrics(environ)
+                status, headers, body = self._metrics(environ, self._metrics_app)
+            elif path in self._metrics_apps:
+                app, serving = self._metrics_apps[path]
+                if serving():
+                    status, headers, body = self._metrics(environ, app)
+                else:
+                    status, headers, body = "200 OK", list(_TEXT), b""
             elif path in self._json:
                 status, headers, body = self._answer_json(environ)
             else:
@@ -130,12 +147,11 @@ class HandlerChain:
             return "400 Bad Request", list(_TEXT), f"{e}\n".encode()
         return "200 OK", list(_JSON), json.dumps(doc).encode() + b"\n"
 
-    def _metrics(self, environ: dict[str, Any]) -> Response:
+    @staticmethod
+    def _metrics(environ: dict[str, Any], app: Any) -> Response:
         got: list[Any] = []
         body = b"".join(
-            self._metrics_app(
-                {**environ, "REQUEST_METHOD": "GET"}, lambda status, headers: got.extend((status, headers))
-            )
+            app({**environ, "REQUEST_METHOD": "GET"}, lambda status, headers: got.extend((status, headers)))
         )
         return got[0], list(got[1]), body
 

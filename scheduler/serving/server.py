@@ -15,7 +15,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -136,6 +136,10 @@ class SecureServer:
     def add_json(self, path: str, answer: JsonEndpoint) -> None:
         """Serve ``answer(query)`` as JSON at ``path`` (see :meth:`HandlerChain.add_json`)."""
         self._handler.add_json(path, answer)
+
+    def add_metrics(self, path: str, registry: CollectorRegistry, serving: Callable[[], bool]) -> None:
+        """Serve ``registry`` at ``path`` while ``serving()`` (see :meth:`HandlerChain.add_metrics`)."""
+        self._handler.add_metrics(path, registry, serving)
 
     @property
     def port(self) -> int:

@@ -65,21 +65,28 @@ def make_pod(
 
 
 @contextlib.contextmanager
-def scheduler_running(config: dict[str, Any], workdir: Path) -> Iterator[Any]:
+def scheduler_running(
+    config: dict[str, Any], workdir: Path, serving: Any = None, *, leading: bool = True
+) -> Iterator[Any]:
     """The scheduler (``scheduler.app.App``) in this process with ``config`` (a
-    KubeSchedulerConfiguration as a dict; no serving), until the block ends."""
+    KubeSchedulerConfiguration as a dict; ``serving``: its ServingOptions, else no serving),
+    until the block ends. It starts once it schedules, or (``leading=False``: a standby) once
+    its caches are synced."""
     from scheduler.app import App
     from scheduler.config import load_config
     from scheduler.config.options import Options, ServingOptions
 
     path = workdir / "scheduler-config.yaml"
     path.write_text(yaml.safe_dump(config))
-    app = App(Options(config=load_config(str(path)), serving=ServingOptions(secure_port=0)))
+    app = App(Options(config=load_config(str(path)), serving=serving or ServingOptions(secure_port=0)))
     app.build()
     runner = threading.Thread(target=app.run, name="scheduler-under-test", daemon=True)
     runner.start()
     try:
-        assert app.scheduling.wait(30), "the scheduler did not start"
+        if leading:
+            assert app.scheduling.wait(30), "the scheduler did not start"
+        else:
+            poll(lambda: all(i.has_synced() for i in app.informers) or None, 30, "the standby's caches")
         yield app
     finally:
         app.stop.set()
