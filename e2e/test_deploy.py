@@ -48,6 +48,7 @@ CLUSTER_WIDE = {
         for r in (
             "csidrivers.storage.k8s.io",
             "csinodes.storage.k8s.io",
+            "csistoragecapacities.storage.k8s.io",
             "storageclasses.storage.k8s.io",
             "volumeattachments.storage.k8s.io",
         )

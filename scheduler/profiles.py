@@ -28,7 +28,13 @@ logger = logging.getLogger(__name__)
 
 # What each plugin reads besides pods and nodes.
 PLUGIN_RESOURCES = {
-    "VolumeBinding": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
+    "VolumeBinding": (
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "storageclasses",
+        "csidrivers",
+        "csistoragecapacities",
+    ),
     "VolumeZone": ("persistentvolumeclaims", "persistentvolumes", "storageclasses"),
     "VolumeRestrictions": ("persistentvolumeclaims",),
     "NodeVolumeLimits": (

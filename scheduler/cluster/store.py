@@ -50,6 +50,9 @@ PERSISTENT_VOLUMES = Resource("persistentvolumes", "/api/v1/persistentvolumes", 
 STORAGE_CLASSES = Resource("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", False)
 CSI_NODES = Resource("csinodes", "/apis/storage.k8s.io/v1/csinodes", False)
 CSI_DRIVERS = Resource("csidrivers", "/apis/storage.k8s.io/v1/csidrivers", False)
+CSI_STORAGE_CAPACITIES = Resource(
+    "csistoragecapacities", "/apis/storage.k8s.io/v1/csistoragecapacities", True
+)
 VOLUME_ATTACHMENTS = Resource("volumeattachments", "/apis/storage.k8s.io/v1/volumeattachments", False)
 POD_DISRUPTION_BUDGETS = Resource("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", True)
 RESOURCE_CLAIMS = Resource("resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", True)
@@ -68,6 +71,7 @@ RESOURCES = {
         STORAGE_CLASSES,
         CSI_NODES,
         CSI_DRIVERS,
+        CSI_STORAGE_CAPACITIES,
         VOLUME_ATTACHMENTS,
         POD_DISRUPTION_BUDGETS,
         RESOURCE_CLAIMS,

@@ -184,8 +184,8 @@ class Handle(Protocol):
 
     def store(self, resource: str) -> Store:
         """The store of ``pods``, ``persistentvolumeclaims``, ``persistentvolumes``,
-        ``storageclasses``, ``csinodes``, ``csidrivers``, ``volumeattachments``, ``namespaces`` or
-        ``poddisruptionbudgets``."""
+        ``storageclasses``, ``csinodes``, ``csidrivers``, ``csistoragecapacities``,
+        ``volumeattachments``, ``namespaces`` or ``poddisruptionbudgets``."""
         ...
 
     @property

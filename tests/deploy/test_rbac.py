@@ -64,7 +64,7 @@ CLUSTER_WIDE: set[Rule] = {
     *{
         (v, "storage.k8s.io", r, "")
         for v in ("list", "watch")
-        for r in ("csidrivers", "csinodes", "storageclasses", "volumeattachments")
+        for r in ("csidrivers", "csinodes", "csistoragecapacities", "storageclasses", "volumeattachments")
     },
     *{(v, "policy", "poddisruptionbudgets", "") for v in ("list", "watch")},
     *{

@@ -12,8 +12,13 @@ kube-scheduler's VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding`
   affinity; an unbound ``WaitForFirstConsumer`` claim needs an available PV of
   its class that fits (size, access modes, volume mode, selector, node
   affinity; the smallest wins) or a class that can provision there (a
-  provisioner, and ``allowedTopologies`` admitting the node). A claim already
-  annotated with ``volume.kubernetes.io/selected-node`` only fits that node.
+  provisioner, and ``allowedTopologies`` admitting the node) with room for it:
+  when the class's provisioner is a CSIDriver with ``storageCapacity: true``,
+  a CSIStorageCapacity of the class whose ``nodeTopology`` selects the node
+  must offer at least the claim's request (its ``maximumVolumeSize``, else its
+  ``capacity``; ``hasEnoughCapacity``), else "did not have enough free
+  storage". A claim already annotated with ``volume.kubernetes.io/selected-node``
+  only fits that node.
 * Reserve records the choice for the node and "assumes" it, so that the next
   cycles see the PV as taken and the claim as headed for that node before the
   informers catch up; Unreserve forgets it.
@@ -21,8 +26,7 @@ kube-scheduler's VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding`
   static match, the ``selected-node`` annotation for provisioning; then waits
   until every claim is bound (``bindTimeoutSeconds``, default 600).
 
-Not implemented: CSIStorageCapacity checks ("did not have enough free
-storage") and the StorageCapacityScoring score (its ``shape`` arg is accepted
+Not implemented: the StorageCapacityScoring score (its ``shape`` arg is accepted
 and checked, as kube-scheduler v1.37 writes it into its configuration; a
 shape other than the default is logged as unused).
 """
@@ -51,6 +55,7 @@ from scheduler.plugins.volumebinding.volumes import (
     claim_class,
     find_matching_volume,
     fully_bound,
+    has_enough_capacity,
     key,
     meta,
     node_affinity,
@@ -67,6 +72,7 @@ ERR_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_NODE_CONFLICT = "node(s) had volume node affinity conflict"
 ERR_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+ERR_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 
 _KEY = NAME
 _CLAIMS_MEMO = NAME + "/claims"
@@ -91,6 +97,7 @@ class _State:
         "unbound",
         "pvs_by_class",
         "classes",
+        "capacities",
         "by_node",
         "affinities",
         "chosen",
@@ -106,6 +113,7 @@ class _State:
         unbound: list[Obj],
         pvs_by_class: dict[str, list[Obj]],
         classes: dict[str, Obj],
+        capacities: dict[str, list[Obj]] | None = None,
     ) -> None:
         self.bound = bound
         self.bound_pvs = bound_pvs
@@ -114,6 +122,9 @@ class _State:
         """Unbound WaitForFirstConsumer claims, smallest request first."""
         self.pvs_by_class = pvs_by_class
         self.classes = classes
+        self.capacities = capacities or {}
+        """Class name -> its CSIStorageCapacity objects, for the classes whose provisioner
+        asks for capacity checks (a class not here provisions without one)."""
         self.by_node: dict[str, PodVolumes] = {}
         self.affinities: dict[str, NodeSelector | None] = {}
         self.chosen: PodVolumes | None = None
@@ -266,8 +277,28 @@ class VolumeBinding:
             )
         unbound.sort(key=requested_bytes)
         pvs_by_class = self._volumes_of_classes({claim_class(p) for p in unbound}) if unbound else {}
-        state[_KEY] = _State(bound, bound_pvs, unbound, pvs_by_class, classes)
+        capacities = self._capacities({claim_class(p) for p in unbound}, classes) if unbound else {}
+        state[_KEY] = _State(bound, bound_pvs, unbound, pvs_by_class, classes, capacities)
         return None
+
+    def _capacities(self, class_names: set[str], classes: dict[str, Obj]) -> dict[str, list[Obj]]:
+        """The CSIStorageCapacity objects of each class whose provisioner is a CSIDriver that
+        asks for capacity checks (``storageCapacity: true``); other classes are left out."""
+        checked = set()
+        for name in class_names:
+            provisioner = (classes.get(name) or {}).get("provisioner") or ""
+            driver = self._get("csidrivers", provisioner) if provisioner else None
+            if driver is not None and spec(driver).get("storageCapacity") is True:
+                checked.add(name)
+        if not checked:
+            return {}
+        out: dict[str, list[Obj]] = {name: [] for name in checked}
+        store = self._store("csistoragecapacities")
+        for capacity in store.list() if store is not None else ():
+            name = capacity.get("storageClassName")
+            if name in out:
+                out[name].append(capacity)
+        return out
 
     # --- Filter ---------------------------------------------------------------------
 
@@ -313,6 +344,7 @@ class VolumeBinding:
                 taken.add(meta(pv)["name"])
                 assumed = bind_volume_to_claim(pv, pvc)
                 static.append((assumed or pv, pvc, assumed is not None))
+        enough_space = True
         if to_provision:
             unbound_ok = True  # provisioning decides for the claims no PV took
             for pvc in to_provision:
@@ -327,6 +359,15 @@ class VolumeBinding:
                     )
                     unbound_ok = False
                     break
+                capacities = s.capacities.get(claim_class(pvc))
+                if capacities is not None and not has_enough_capacity(pvc, capacities, labels):
+                    logger.log(
+                        V(5),
+                        "Node has no accessible CSIStorageCapacity with enough capacity for claim",
+                        extra=kv(node=name, pvc=key(pvc), storageClass=claim_class(pvc)),
+                    )
+                    enough_space = False
+                    break
                 dynamic.append(pvc)
 
         reasons = []
@@ -334,6 +375,8 @@ class VolumeBinding:
             reasons.append(ERR_NODE_CONFLICT)
         if not unbound_ok:
             reasons.append(ERR_BIND_CONFLICT)
+        if not enough_space:
+            reasons.append(ERR_NOT_ENOUGH_SPACE)
         if not pvs_found:
             reasons.append(ERR_PV_NOT_EXIST)
         if reasons:

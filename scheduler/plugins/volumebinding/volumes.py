@@ -66,8 +66,10 @@ def fully_bound(pvc: Mapping[str, Any]) -> bool:
 
 def _bytes(resources: Mapping[str, Any] | None) -> int:
     value = (resources or {}).get("storage")
-    if value is None:
-        return 0
+    return 0 if value is None else _quantity_bytes(value)
+
+
+def _quantity_bytes(value: Any) -> int:
     try:
         return int_value(value)
     except QuantityError:
@@ -189,6 +191,28 @@ def can_provision(klass: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
         return False
     return topology_allows(klass.get("allowedTopologies"), labels)
+
+
+def has_enough_capacity(
+    pvc: Mapping[str, Any], capacities: Iterable[Mapping[str, Any]], labels: Mapping[str, str]
+) -> bool:
+    """``hasEnoughCapacity``: a claim without a storage request needs none; otherwise some
+    CSIStorageCapacity (of the claim's class, given here) whose ``nodeTopology`` selects the
+    node (none: unavailable) offers at least the request, by its ``maximumVolumeSize`` where
+    set (the more precise), else its ``capacity``."""
+    requested = (spec(pvc).get("resources") or {}).get("requests") or {}
+    if "storage" not in requested:
+        return True
+    size = requested_bytes(pvc)
+    for capacity in capacities:
+        limit = capacity.get("maximumVolumeSize")
+        if limit is None:
+            limit = capacity.get("capacity")
+        if limit is None or _quantity_bytes(limit) < size:
+            continue
+        if compile_label_selector(capacity.get("nodeTopology")).matches(labels):
+            return True
+    return False
 
 
 def claim_ref(pvc: Mapping[str, Any]) -> dict[str, Any]:
