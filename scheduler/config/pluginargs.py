@@ -234,9 +234,8 @@ class VolumeBindingArgs:
     shape: tuple[UtilizationShapePoint, ...] = yaml_field(
         factory=lambda: (UtilizationShapePoint(0, 10), UtilizationShapePoint(100, 0))
     )
-    """The StorageCapacityScoring score's shape (on by default in kube-scheduler v1.37, which
-    writes this default into its configuration). Checked as kube-scheduler checks it; the
-    score itself is not implemented here (the plugin says so when the shape is not the default)."""
+    """The StorageCapacityScoring score's shape (on by default in kube-scheduler v1.37): the
+    score (0..10) at each utilization (0..100 %) of the storage a pod's claims would take."""
 
     def validate(self, path: str) -> None:
         validate_shape(self.shape, join(path, "shape"))

@@ -13,7 +13,7 @@ PLUGIN_POINTS: dict[str, frozenset[str]] = {
     "NodeAffinity": frozenset({"pre_filter", "filter", "pre_score", "score"}),
     "NodePorts": frozenset({"pre_filter", "filter"}),
     "NodeResourcesFit": frozenset({"pre_filter", "filter", "pre_score", "score"}),
-    "VolumeBinding": frozenset({"pre_filter", "filter", "reserve", "pre_bind"}),
+    "VolumeBinding": frozenset({"pre_filter", "filter", "pre_score", "score", "reserve", "pre_bind"}),
     "PodTopologySpread": frozenset({"pre_filter", "filter", "pre_score", "score"}),
     "InterPodAffinity": frozenset({"pre_filter", "filter", "pre_score", "score"}),
     "NodeResourcesBalancedAllocation": frozenset({"pre_score", "score"}),

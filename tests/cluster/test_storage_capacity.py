@@ -111,6 +111,12 @@ def selected_node(admin: ApiClient, ns: str, name: str) -> str | None:
     return (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE)
 
 
+def kube_scheduler(apiserver: ControlPlane, name: str, label: str) -> Any:
+    """The pinned kube-scheduler, profile ``name``, kept to this test's nodes."""
+    profile = {"schedulerName": name, "pluginConfig": [only_nodes_labelled("capacity-test", label)]}
+    return apiserver.start_kube_scheduler({"leaderElection": {"leaderElect": False}, "profiles": [profile]})
+
+
 def volumes(claim_name: str) -> list[dict[str, Any]]:
     return [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
 
@@ -126,14 +132,7 @@ def test_a_claim_goes_where_a_capacity_has_room_and_waits_where_none_has(
 
     # kube-scheduler's verdict on a pod that fits nowhere, to hold ours to.
     theirs = f"go-{label}"
-    go = apiserver.start_kube_scheduler(
-        {
-            "leaderElection": {"leaderElect": False},
-            "profiles": [
-                {"schedulerName": theirs, "pluginConfig": [only_nodes_labelled("capacity-test", label)]}
-            ],
-        }
-    )
+    go = kube_scheduler(apiserver, theirs, label)
     try:
         create_pod(admin, namespace, "theirs", theirs, volumes=volumes("theirs-too-big"))
         their_note = poll(
@@ -160,3 +159,34 @@ def test_a_claim_goes_where_a_capacity_has_room_and_waits_where_none_has(
         assert (
             poll(lambda: selected_node(admin, namespace, "too-big"), 30, "the claim's node") == storage["n1"]
         )
+
+
+def test_claims_go_where_the_pool_has_the_most_room_as_with_kube_scheduler(
+    apiserver: ControlPlane, admin: ApiClient, namespace: str, storage: dict[str, str], tmp_path: Path
+) -> None:
+    """StorageCapacityScoring: a 1Gi claim takes all of n1's 1Gi pool (score 0) and a fifth of
+    n2's 5Gi (score 80); the nodes are alike otherwise, so each pod's claim goes to n2."""
+    label, cls = storage["label"], storage["class"]
+    capacity(admin, namespace, "n1-pool", cls, storage["n1"], "1Gi")
+    capacity(admin, namespace, "n2-pool", cls, storage["n2"], "5Gi")
+    for i in range(6):
+        claim(admin, namespace, f"c{i}", cls, "1Gi")
+
+    theirs = f"go-{label}"
+    go = kube_scheduler(apiserver, theirs, label)
+    try:
+        create_pod(admin, namespace, "theirs", theirs, volumes=volumes("c0"))
+        assert (
+            poll(lambda: selected_node(admin, namespace, "c0"), 60, "kube-scheduler's choice")
+            == storage["n2"]
+        )
+    finally:
+        go.stop()
+
+    ours = f"ours-{label}"
+    with scheduler_running(kept_to_nodes_config(apiserver, ours, "capacity-test", label), tmp_path):
+        for i in range(1, 6):  # without the score, each would go to either node: 1 in 32 all to n2
+            create_pod(admin, namespace, f"p{i}", ours, volumes=volumes(f"c{i}"))
+            assert (
+                poll(lambda i=i: selected_node(admin, namespace, f"c{i}"), 30, "our choice") == storage["n2"]
+            )

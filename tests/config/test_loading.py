@@ -79,6 +79,7 @@ def test_each_api_version_keeps_its_default_plugins() -> None:
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "VolumeBinding": 1,
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
         "DynamicResources": 2,

@@ -19,16 +19,17 @@ kube-scheduler's VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding`
   ``capacity``; ``hasEnoughCapacity``), else "did not have enough free
   storage". A claim already annotated with ``volume.kubernetes.io/selected-node``
   only fits that node.
+* Score (StorageCapacityScoring, on by default in v1.37): how much of the
+  storage the claims would take on the node, through the ``shape`` arg (by
+  default 0 % scores 100, 100 % scores 0): the PVs matched to the claims
+  (requests over their capacity, per class), else the CSIStorageCapacity found
+  with room for each claim to provision; the mean over the classes.
 * Reserve records the choice for the node and "assumes" it, so that the next
   cycles see the PV as taken and the claim as headed for that node before the
   informers catch up; Unreserve forgets it.
 * PreBind (binding thread) writes the choice: the PV's ``claimRef`` for a
   static match, the ``selected-node`` annotation for provisioning; then waits
   until every claim is bound (``bindTimeoutSeconds``, default 600).
-
-Not implemented: the StorageCapacityScoring score (its ``shape`` arg is accepted
-and checked, as kube-scheduler v1.37 writes it into its configuration; a
-shape other than the default is logged as unused).
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ from scheduler.plugins.volumebinding.volumes import (
     annotations_of,
     bind_volume_to_claim,
     can_provision,
+    capacity_bytes,
+    capacity_score,
     claim_class,
+    enough_capacity,
     find_matching_volume,
     fully_bound,
-    has_enough_capacity,
     key,
     meta,
     node_affinity,
+    quantity_bytes,
     requested_bytes,
     spec,
     volume_class,
@@ -81,13 +85,21 @@ _CLAIMS_MEMO = NAME + "/claims"
 class PodVolumes:
     """What binding the pod's unbound claims on one node takes."""
 
-    __slots__ = ("static", "dynamic")
+    __slots__ = ("static", "dynamic", "capacities")
 
-    def __init__(self, static: list[tuple[Obj, Obj, bool]], dynamic: list[Obj]) -> None:
+    def __init__(
+        self,
+        static: list[tuple[Obj, Obj, bool]],
+        dynamic: list[Obj],
+        capacities: list[Obj | None] | None = None,
+    ) -> None:
         self.static = static
         """(PV, claim, whether the PV must be written) for each claim matched to an existing PV."""
         self.dynamic = dynamic
         """The claims to provision on the node."""
+        self.capacities = capacities or [None] * len(dynamic)
+        """For each claim to provision, the CSIStorageCapacity found with room for it (None:
+        its class asks for no capacity check)."""
 
 
 class _State:
@@ -172,12 +184,9 @@ class VolumeBinding:
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.handle = handle
         self.bind_timeout = float(getattr(args, "bind_timeout_seconds", 600))
-        shape = getattr(args, "shape", None)
-        if shape is not None and shape != VolumeBindingArgs().shape:
-            logger.warning(
-                "VolumeBinding's shape is checked but not used: the storage capacity score is not implemented",
-                extra=kv(shape=[(p.utilization, p.score) for p in shape]),
-            )
+        shape = getattr(args, "shape", None) or VolumeBindingArgs().shape
+        # The shape's scores are 0..10 (MaxCustomPriorityScore), the node's 0..100.
+        self._score = capacity_score([(p.utilization, p.score * 10) for p in shape])
         self._lock = threading.Lock()
         # Assumed objects, by store key: (resourceVersion of the object they were made from, object).
         self._assumed_pvs: dict[str, tuple[str, Obj]] = {}
@@ -345,6 +354,7 @@ class VolumeBinding:
                 assumed = bind_volume_to_claim(pv, pvc)
                 static.append((assumed or pv, pvc, assumed is not None))
         enough_space = True
+        found_capacities: list[Obj | None] = []
         if to_provision:
             unbound_ok = True  # provisioning decides for the claims no PV took
             for pvc in to_provision:
@@ -360,15 +370,18 @@ class VolumeBinding:
                     unbound_ok = False
                     break
                 capacities = s.capacities.get(claim_class(pvc))
-                if capacities is not None and not has_enough_capacity(pvc, capacities, labels):
-                    logger.log(
-                        V(5),
-                        "Node has no accessible CSIStorageCapacity with enough capacity for claim",
-                        extra=kv(node=name, pvc=key(pvc), storageClass=claim_class(pvc)),
-                    )
-                    enough_space = False
-                    break
+                found = None
+                if capacities is not None:
+                    enough_space, found = enough_capacity(pvc, capacities, labels)
+                    if not enough_space:
+                        logger.log(
+                            V(5),
+                            "Node has no accessible CSIStorageCapacity with enough capacity for claim",
+                            extra=kv(node=name, pvc=key(pvc), storageClass=claim_class(pvc)),
+                        )
+                        break
                 dynamic.append(pvc)
+                found_capacities.append(found)
 
         reasons = []
         if not bound_ok:
@@ -381,8 +394,40 @@ class VolumeBinding:
             reasons.append(ERR_PV_NOT_EXIST)
         if reasons:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, tuple(reasons))
-        s.by_node[name] = PodVolumes(static, dynamic)
+        s.by_node[name] = PodVolumes(static, dynamic, found_capacities)
         return None
+
+    # --- PreScore / Score (StorageCapacityScoring) ---------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
+        """Skip the pods with nothing to bind: kube-scheduler scores every node 0 for them."""
+        s: _State | None = state.get(_KEY)
+        return None if s is not None and s.unbound else SKIP
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """How little of the storage the pod's claims would take on the node, through the
+        shape: the PVs matched to its claims, else the CSIStorageCapacity that has room for
+        each claim to provision (``VolumeBinding.Score``)."""
+        s: _State | None = state.get(_KEY)
+        vols = s.by_node.get(node.name) if s is not None else None
+        if vols is None:
+            return 0
+        classes: dict[str, tuple[int, int]] = {}
+        if vols.static:
+            for pv, pvc, _ in vols.static:
+                requested, capacity = classes.get(volume_class(pv), (0, 0))
+                classes[volume_class(pv)] = (requested + requested_bytes(pvc), capacity + capacity_bytes(pv))
+        else:
+            for pvc, found in zip(vols.dynamic, vols.capacities, strict=True):
+                if found is None:
+                    continue
+                # The capacity is the pool's, once for the class (not one per claim).
+                requested, _ = classes.get(claim_class(pvc), (0, 0))
+                classes[claim_class(pvc)] = (
+                    requested + requested_bytes(pvc),
+                    quantity_bytes(found.get("capacity")),
+                )
+        return self._score(classes)
 
     # --- Reserve / Unreserve ------------------------------------------------------------
 

@@ -8,11 +8,13 @@ whether a StorageClass can provision for a node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from scheduler.core.resources import QuantityError, int_value
 from scheduler.plugins.labelselector import compile_label_selector
+from scheduler.plugins.noderesources.scoring import broken_linear
 from scheduler.plugins.nodeselector import NodeSelector, compile_node_selector_terms
 
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -65,11 +67,13 @@ def fully_bound(pvc: Mapping[str, Any]) -> bool:
 
 
 def _bytes(resources: Mapping[str, Any] | None) -> int:
-    value = (resources or {}).get("storage")
-    return 0 if value is None else _quantity_bytes(value)
+    return quantity_bytes((resources or {}).get("storage"))
 
 
-def _quantity_bytes(value: Any) -> int:
+def quantity_bytes(value: Any) -> int:
+    """A quantity's bytes; 0 for none or a malformed one."""
+    if value is None:
+        return 0
     try:
         return int_value(value)
     except QuantityError:
@@ -193,26 +197,46 @@ def can_provision(klass: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return topology_allows(klass.get("allowedTopologies"), labels)
 
 
-def has_enough_capacity(
-    pvc: Mapping[str, Any], capacities: Iterable[Mapping[str, Any]], labels: Mapping[str, str]
-) -> bool:
-    """``hasEnoughCapacity``: a claim without a storage request needs none; otherwise some
-    CSIStorageCapacity (of the claim's class, given here) whose ``nodeTopology`` selects the
-    node (none: unavailable) offers at least the request, by its ``maximumVolumeSize`` where
-    set (the more precise), else its ``capacity``."""
+def enough_capacity(
+    pvc: Mapping[str, Any], capacities: Iterable[Obj], labels: Mapping[str, str]
+) -> tuple[bool, Obj | None]:
+    """``hasEnoughCapacity``: (whether there is room for the claim on the node, the
+    CSIStorageCapacity that has it). A claim without a storage request needs none; otherwise
+    the first CSIStorageCapacity (of the claim's class, given here) whose ``nodeTopology``
+    selects the node (none: unavailable) that offers at least the request, by its
+    ``maximumVolumeSize`` where set (the more precise), else its ``capacity``."""
     requested = (spec(pvc).get("resources") or {}).get("requests") or {}
     if "storage" not in requested:
-        return True
+        return True, None
     size = requested_bytes(pvc)
     for capacity in capacities:
         limit = capacity.get("maximumVolumeSize")
         if limit is None:
             limit = capacity.get("capacity")
-        if limit is None or _quantity_bytes(limit) < size:
+        if limit is None or quantity_bytes(limit) < size:
             continue
         if compile_label_selector(capacity.get("nodeTopology")).matches(labels):
-            return True
-    return False
+            return True, capacity
+    return False, None
+
+
+def capacity_score(shape: Sequence[tuple[int, int]]) -> Callable[[Mapping[str, tuple[int, int]]], int]:
+    """StorageCapacityScoring's node score (``buildScorerFunction``) over class -> (requested,
+    capacity) bytes: per class, the utilization in percent through ``shape`` (points of 0..100
+    utilization and score), 100 % where the capacity is 0 or too small; the mean over the
+    classes, rounded half away from zero (Go's ``math.Round``); 0 without classes."""
+    raw = broken_linear(shape)
+
+    def score(classes: Mapping[str, tuple[int, int]]) -> int:
+        if not classes:
+            return 0
+        total = 0
+        for requested, capacity in classes.values():
+            utilization = 100 if capacity == 0 or requested > capacity else requested * 100 // capacity
+            total += raw(utilization)
+        return math.floor(total / len(classes) + 0.5)
+
+    return score
 
 
 def claim_ref(pvc: Mapping[str, Any]) -> dict[str, Any]:

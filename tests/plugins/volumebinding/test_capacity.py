@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from scheduler.config.pluginargs import UtilizationShapePoint, VolumeBindingArgs
 from scheduler.plugins.volumebinding.plugin import ERR_BIND_CONFLICT, ERR_NOT_ENOUGH_SPACE, VolumeBinding
 from tests.plugins.builders import FakeHandle, FakeSnapshot, node_info
 from tests.plugins.volumebinding.test_plugin import pod, pvc, run, sc
 
 PROVISIONER = "test-provisioner"
 NODE_LABEL = "topology.test/node"
-NODES = [node_info("node1", labels={NODE_LABEL: "node1"}), node_info("node2", labels={NODE_LABEL: "node2"})]
+NODES = [node_info(f"node{i}", labels={NODE_LABEL: f"node{i}"}) for i in (1, 2, 3)]
 
 
 def capacity(
@@ -56,7 +57,10 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], tuple[str, ...] | None]] = {
 
 
 def plugin_with(
-    capacities: list[dict[str, Any]], opt_in: bool | None, claims: list[dict[str, Any]] | None = None
+    capacities: list[dict[str, Any]],
+    opt_in: bool | None,
+    claims: list[dict[str, Any]] | None = None,
+    args: VolumeBindingArgs | None = None,
 ) -> VolumeBinding:
     """The claim ``wait-p`` (1Gi, class ``wait-p`` of PROVISIONER); the driver asks for capacity
     checks when ``opt_in`` (None: no CSIDriver at all)."""
@@ -73,7 +77,7 @@ def plugin_with(
             "csistoragecapacities": capacities,
         },
     )
-    return VolumeBinding(None, handle)
+    return VolumeBinding(args, handle)
 
 
 @pytest.mark.parametrize("opt_in", [True, False, None])
@@ -88,7 +92,7 @@ def test_capacity(scenario: str, opt_in: bool | None) -> None:
 def test_only_nodes_the_capacity_selects_and_the_reason_beside_others() -> None:
     plugin = plugin_with([capacity("wait-p", "node2", "5Gi")], True)
     _, _, result = run(plugin, pod("wait-p"), NODES)
-    assert result == {"node1": (ERR_NOT_ENOUGH_SPACE,), "node2": None}
+    assert result == {"node1": (ERR_NOT_ENOUGH_SPACE,), "node2": None, "node3": (ERR_NOT_ENOUGH_SPACE,)}
 
 
 def test_a_claim_without_a_storage_request_needs_no_capacity() -> None:
@@ -104,4 +108,39 @@ def test_a_class_that_cannot_provision_there_is_a_bind_conflict_first() -> None:
         {"matchLabelExpressions": [{"key": NODE_LABEL, "values": ["node2"]}]}
     ]
     _, _, result = run(plugin, pod("wait-p"), NODES)
-    assert result == {"node1": (ERR_BIND_CONFLICT,), "node2": (ERR_NOT_ENOUGH_SPACE,)}
+    assert result == {
+        "node1": (ERR_BIND_CONFLICT,),
+        "node2": (ERR_NOT_ENOUGH_SPACE,),
+        "node3": (ERR_BIND_CONFLICT,),
+    }
+
+
+POOLS = [
+    capacity("wait-p", "node1", "100Gi", name="a"),
+    capacity("wait-p", "node2", "50Gi", name="b"),
+    capacity("wait-p", "node3", "10Gi", name="c"),
+]
+
+
+def scores(plugin: VolumeBinding, size: str = "10Gi") -> list[int]:
+    state, status, result = run(plugin, pod("wait-p"), NODES)
+    assert status is None and all(r is None for r in result.values())
+    assert plugin.pre_score(state, pod("wait-p"), NODES) is None
+    return [plugin.score(state, pod("wait-p"), n) for n in NODES]
+
+
+def test_the_storage_capacity_score_prefers_room() -> None:
+    """kube-scheduler's case "storage capacity score": 10Gi of 100Gi, 50Gi, 10Gi pools."""
+    claims = [pvc("wait-p", cls="wait-p", size="10Gi")]
+    assert scores(plugin_with(POOLS, True, claims)) == [90, 80, 0]
+
+
+def test_the_shape_turns_the_score_around() -> None:
+    claims = [pvc("wait-p", cls="wait-p", size="10Gi")]
+    fill = VolumeBindingArgs(shape=(UtilizationShapePoint(0, 0), UtilizationShapePoint(100, 10)))
+    assert scores(plugin_with(POOLS, True, claims, fill)) == [10, 20, 100]
+
+
+def test_without_capacity_checks_every_node_scores_zero() -> None:
+    claims = [pvc("wait-p", cls="wait-p", size="10Gi")]
+    assert scores(plugin_with(POOLS, False, claims)) == [0, 0, 0]

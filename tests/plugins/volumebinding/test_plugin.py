@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.config.pluginargs import UtilizationShapePoint, VolumeBindingArgs
 from scheduler.core.framework import SKIP, Code, CycleState, Status
 from scheduler.core.nodeinfo import NodeInfo
 from scheduler.core.podinfo import PodInfo
@@ -418,12 +417,28 @@ def test_bind_timeout_from_args() -> None:
     assert VolumeBinding(SimpleNamespace(bind_timeout_seconds=30)).bind_timeout == 30
 
 
-def test_a_shape_other_than_the_default_is_said_to_be_unused(caplog: pytest.LogCaptureFixture) -> None:
-    VolumeBinding(VolumeBindingArgs())
-    assert not caplog.records
-    VolumeBinding(VolumeBindingArgs(shape=(UtilizationShapePoint(0, 0), UtilizationShapePoint(100, 10))))
-    (record,) = caplog.records
-    assert record.levelname == "WARNING" and "not used" in record.getMessage()
+def test_static_matches_score_by_how_much_of_the_pv_the_claim_takes() -> None:
+    """kube-scheduler's case "zonal volumes with close capacity are preferred": 50Gi on a 200Gi
+    PV scores 75, on a 100Gi PV 50 (the default shape); a node with no PV is filtered out."""
+    plugin, _ = setup(
+        [pvc("claim", cls="local", size="50Gi")],
+        [pv("big", size="200Gi", hosts=("node-a",)), pv("small", size="100Gi", hosts=("node-b",))],
+    )
+    state, status, result = run(plugin, pod("claim"))
+    assert status is None and feasible(result) == ["node-a", "node-b"]
+    assert plugin.pre_score(state, pod("claim"), NODES) is None
+    assert [plugin.score(state, pod("claim"), n) for n in NODES] == [75, 50, 0]
+
+
+def test_pods_with_nothing_to_bind_skip_the_score() -> None:
+    plugin, _ = setup(
+        [pvc("done", volume="pv-1")], [pv("pv-1", claim={"name": "done", "namespace": "default"})]
+    )
+    state, status, _ = run(plugin, pod("done"))
+    assert status is None
+    assert plugin.pre_score(state, pod("done"), NODES) is SKIP
+    state, status, _ = run(plugin, pod())
+    assert status is SKIP and plugin.pre_score(state, pod(), NODES) is SKIP
 
 
 # --- PreBind: writes and the wait for binding ---------------------------------------------------
