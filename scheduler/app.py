@@ -2,7 +2,7 @@
 
     informers (pods, nodes, what the plugins read) → cache + queue
     leader election ─ gates ─→ scheduling loop → binder, events, pod conditions
-    HTTPS: /healthz /livez /readyz /metrics /metrics/resources /configz
+    HTTPS: /healthz /livez /readyz /metrics /metrics/resources /configz /debug/flags/v
 
 In shadow mode (``--shadow``) the loop, the binder, the events and the Lease are left
 out: the pod events go to the shadow judge (scheduler.shadow), served at /shadow/decisions.
@@ -42,7 +42,7 @@ from scheduler.core.podinfo import PodInfo
 from scheduler.core.preemption import Preemption
 from scheduler.core.profile import Profile
 from scheduler.core.queue import SchedulingQueue
-from scheduler.logs import V, kv
+from scheduler.logs import V, kv, set_verbosity_from
 from scheduler.metrics import Metrics
 from scheduler.profiles import Handle, build_profile, resources_needed
 from scheduler.serving import READYZ, SecureServer, ServingError, handler_sync_check, shutdown_check
@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 SHADOW_PATH = "/shadow/decisions"
 CONFIGZ_PATH = "/configz"
 POD_RESOURCES_PATH = "/metrics/resources"
+VERBOSITY_PATH = "/debug/flags/v"
 LOSS_GRACE = 2.0
 """After the Lease is lost, how long the Bindings already sent may take to be answered and
 their ``Scheduled`` events to be written before the process exits; nothing new starts (no
@@ -285,6 +286,9 @@ class App:
             # effective configuration in v1, flags applied, under "componentconfig".
             configz = {"componentconfig": config_document(self.cfg)}
             self.server.add_json(CONFIGZ_PATH, lambda _query: configz)
+            if self.cfg.enable_profiling:
+                # As kube-scheduler's DebugFlags (with enableProfiling, its default): -v, now.
+                self.server.add_setter(VERBOSITY_PATH, set_verbosity_from)
             if self.judge is None and self._pods is not None:
                 # As kube-scheduler's installMetricHandler: every pod's requests and limits,
                 # answered by the leader only.

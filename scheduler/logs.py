@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 from datetime import UTC, datetime
@@ -123,9 +124,35 @@ def setup(verbosity: int = 0, fmt: str = "text", stream: Any = None) -> None:
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(JSONFormatter() if fmt == "json" else KlogFormatter())
         root.addHandler(handler)
-        root.setLevel(V(max(0, verbosity)))
-        # The client libraries are chatty at our debug levels; keep them at WARNING
-        # unless asked for the wire (-v=8 and above, as kubectl's -v=8 shows requests).
-        quiet = logging.WARNING if verbosity < 8 else logging.DEBUG
-        for name in ("urllib3", "kubernetes"):
-            logging.getLogger(name).setLevel(quiet)
+        set_verbosity(verbosity)
+
+
+def set_verbosity(verbosity: int) -> None:
+    """klog's ``-v``, now: at setup, and from the secure port's ``/debug/flags/v``."""
+    logging.getLogger().setLevel(V(max(0, verbosity)))
+    # The client libraries are chatty at our debug levels; keep them at WARNING
+    # unless asked for the wire (-v=8 and above, as kubectl's -v=8 shows requests).
+    quiet = logging.WARNING if verbosity < 8 else logging.DEBUG
+    for name in ("urllib3", "kubernetes"):
+        logging.getLogger(name).setLevel(quiet)
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def set_verbosity_from(text: str) -> str:
+    """``/debug/flags/v``'s setter, with the answers of component-base's ``GlogSetter``
+    (``strconv.ParseUint`` of the body, then klog's int32 level)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    if not _DIGITS.fullmatch(text):  # no sign, no spaces, no newline
+        raise ValueError(f"strconv.ParseUint: parsing {quoted}: invalid syntax")
+    level = int(text)
+    if level >= 2**32:
+        raise ValueError(f"strconv.ParseUint: parsing {quoted}: value out of range")
+    if level >= 2**31:
+        raise ValueError(
+            f"failed set klog.logging.verbosity {text}: strconv.ParseInt: parsing {quoted}: value out of range"
+        )
+    set_verbosity(level)
+    logging.getLogger(__name__).info("Set the verbosity", extra=kv(v=level))
+    return f"successfully set klog.logging.verbosity to {text}"

@@ -49,6 +49,7 @@ def request(
     method: str = "GET",
     headers: dict[str, str] | None = None,
     server_hostname: str = "127.0.0.1",
+    body: bytes = b"",
 ) -> Response:
     """One HTTPS request to 127.0.0.1, trusting only the server's certificate, checked for ``server_hostname``."""
     ctx = ssl.create_default_context(cadata=server.certificate_pem.decode())
@@ -58,7 +59,7 @@ def request(
         socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
         ctx.wrap_socket(raw, server_hostname=server_hostname) as sock,
     ):
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         resp = http.client.HTTPResponse(sock, method=method)
         resp.begin()
         return Response(resp.status, resp.headers, resp.read())
@@ -229,6 +230,29 @@ def test_a_registry_of_its_own_is_served_while_its_condition_holds(serve):
     assert "only_here" not in request(server, "/metrics").text
     with pytest.raises(ValueError, match="expected /metrics/<name>"):
         server.add_metrics("/extra", registry, lambda: True)
+
+
+def test_a_setter_takes_puts_only(serve):
+    server = serve()
+    got: list[str] = []
+
+    def setter(text: str) -> str:
+        if text == "bad":
+            raise ValueError("no good")
+        got.append(text)
+        return f"set to {text}"
+
+    server.add_setter("/debug/flags/x", setter)
+    r = request(server, "/debug/flags/x", method="PUT", headers={"Content-Length": "1"}, body=b"7")
+    assert (r.status, r.text, got) == (200, "set to 7\n", ["7"])
+    assert r.headers["Content-Type"] == "text/plain"
+    r = request(server, "/debug/flags/x", method="PUT", headers={"Content-Length": "3"}, body=b"bad")
+    assert (r.status, r.text) == (400, "no good\n")
+    r = request(server, "/debug/flags/x")
+    assert (r.status, r.text) == (406, "unsupported http method\n")
+    r = request(server, "/debug/flags/x", method="PUT", headers={"Content-Length": "5000"}, body=b"")
+    assert r.status == 400 and got == ["7"]
+    assert request(server, "/healthz", method="PUT").status == 405
 
 
 def test_self_signed_certificate_names_localhost_the_host_and_the_pod_ip(serve):

@@ -8,7 +8,8 @@ are ``401``, a user without the right ``403`` (both a ``Status`` in JSON, as
 kube-apiserver's library writes them), a review that failed ``500``. The
 health endpoints are open to anyone by ``--authorization-always-allow-paths``.
 
-Endpoints (GET and HEAD only; any other path is 404, any other method 405):
+Endpoints (GET and HEAD only, but for the setters; any other path is 404, any other
+method 405):
 
 - ``/healthz``, ``/livez``, ``/readyz`` and ``/<endpoint>/<check>``: the
   registered checks (:class:`~scheduler.serving.checks.HealthChecks`).
@@ -20,6 +21,9 @@ Endpoints (GET and HEAD only; any other path is 404, any other method 405):
   :meth:`HandlerChain.add_metrics` (``/metrics/resources``) answer their own
   registry the same way, or an empty 200 while their condition does not hold
   (kube-scheduler's answer on a replica that does not lead).
+- Paths added with :meth:`HandlerChain.add_setter` (``/debug/flags/v``) take a
+  PUT whose body is the new value, as apiserver's ``StringFlagPutHandler``:
+  200 with what was set, 400 with why not, 406 for any other method.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ _JSON = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosni
 
 Response = tuple[str, list[tuple[str, str]], bytes]
 """The status line, the headers and the body."""
+Setter = Callable[[str], str]
+"""A setter of :meth:`HandlerChain.add_setter`: the PUT's body -> what was set (ValueError: why not)."""
+_MAX_SETTER_BODY = 1024
 JsonEndpoint = Callable[[dict[str, list[str]]], Any]
 """An endpoint of :meth:`HandlerChain.add_json`: the parsed query string -> a JSON-able answer."""
 
@@ -64,6 +71,7 @@ class HandlerChain:
         self._metrics_app = make_wsgi_app(registry)
         self._json: dict[str, JsonEndpoint] = {}
         self._metrics_apps: dict[str, tuple[Any, Callable[[], bool]]] = {}
+        self._setters: dict[str, Setter] = {}
         self._lock = threading.Lock()
 
     def add_json(self, path: str, answer: JsonEndpoint) -> None:
@@ -81,6 +89,11 @@ class HandlerChain:
         with self._lock:
             self._metrics_apps[path] = (make_wsgi_app(registry), serving)
 
+    def add_setter(self, path: str, setter: Setter) -> None:
+        """Take PUTs at ``path``: ``setter(body)`` answers what it set, or raises ValueError."""
+        with self._lock:
+            self._setters[path] = setter
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         method = environ["REQUEST_METHOD"]
         path = environ.get("PATH_INFO", "")
@@ -88,6 +101,8 @@ class HandlerChain:
             denied = self._authorize(environ)
             if denied is not None:
                 status, headers, body = denied
+            elif path in self._setters:
+                status, headers, body = self._set(environ, self._setters[path])
             elif method not in ("GET", "HEAD"):
                 status, headers, body = (
                     "405 Method Not Allowed",
@@ -138,6 +153,24 @@ class HandlerChain:
         logger.log(V(4), "Forbidden", extra=kv(URI=path, user=user.name, reason=verdict.reason))
         message = forbidden_message(user, verb, path, verdict.reason)
         return "403 Forbidden", list(_JSON), _status(403, "Forbidden", message)
+
+    @staticmethod
+    def _set(environ: dict[str, Any], setter: Setter) -> Response:
+        plain = [("Content-Type", "text/plain"), ("X-Content-Type-Options", "nosniff")]
+        if environ["REQUEST_METHOD"] != "PUT":
+            return "406 Not Acceptable", plain, b"unsupported http method\n"
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_SETTER_BODY:
+            return "400 Bad Request", plain, f"expected a body of at most {_MAX_SETTER_BODY} bytes\n".encode()
+        text = environ["wsgi.input"].read(length).decode("utf-8", "replace") if length else ""
+        try:
+            answer = setter(text)
+        except ValueError as e:
+            return "400 Bad Request", plain, f"{e}\n".encode()
+        return "200 OK", plain, f"{answer}\n".encode()
 
     def _answer_json(self, environ: dict[str, Any]) -> Response:
         answer = self._json[environ["PATH_INFO"]]

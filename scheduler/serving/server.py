@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from scheduler.logs import kv
 from scheduler.serving.checks import ALL_ENDPOINTS, Check, HealthChecks
 from scheduler.serving.delegation import Delegation
-from scheduler.serving.handler import HandlerChain, JsonEndpoint
+from scheduler.serving.handler import HandlerChain, JsonEndpoint, Setter
 from scheduler.serving.tls import ServingError, server_context, serving_key_pair
 from scheduler.serving.transport import TLSServer
 from scheduler.settings import ServingSettings
@@ -136,6 +136,10 @@ class SecureServer:
     def add_json(self, path: str, answer: JsonEndpoint) -> None:
         """Serve ``answer(query)`` as JSON at ``path`` (see :meth:`HandlerChain.add_json`)."""
         self._handler.add_json(path, answer)
+
+    def add_setter(self, path: str, setter: Setter) -> None:
+        """Take PUTs at ``path`` (see :meth:`HandlerChain.add_setter`)."""
+        self._handler.add_setter(path, setter)
 
     def add_metrics(self, path: str, registry: CollectorRegistry, serving: Callable[[], bool]) -> None:
         """Serve ``registry`` at ``path`` while ``serving()`` (see :meth:`HandlerChain.add_metrics`)."""

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import time
 import urllib.error
@@ -32,6 +33,7 @@ from scheduler.config.effective import SchedulerConfig
 from scheduler.config.loading import parse_config
 from scheduler.config.options import AuthorizationOptions, ServingOptions
 from scheduler.config.types import Plugins
+from scheduler.logs import V, set_verbosity
 from scheduler.polling import poll
 from tests.apiserver import ControlPlane, free_port
 from tests.cluster.util import make_node, scheduler_running
@@ -43,10 +45,13 @@ _INSECURE.check_hostname = False
 _INSECURE.verify_mode = ssl.CERT_NONE
 
 
-def fetch(port: int, path: str) -> tuple[int, str, bytes]:
-    """(status, content type, body) of an anonymous GET."""
+def fetch(port: int, path: str, put: bytes | None = None) -> tuple[int, str, bytes]:
+    """(status, content type, body) of an anonymous GET, or PUT of ``put``."""
+    req = urllib.request.Request(
+        f"https://127.0.0.1:{port}{path}", data=put, method="GET" if put is None else "PUT"
+    )
     try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", timeout=5, context=_INSECURE) as r:
+        with urllib.request.urlopen(req, timeout=5, context=_INSECURE) as r:
             return r.status, r.headers.get("Content-Type", ""), r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read()
@@ -369,3 +374,38 @@ def test_a_standby_serves_no_pod_resources(
         assert (status, body) == (200, b"")
         status, _, body = fetch(port, "/metrics")
         assert status == 200 and b"scheduler_pending_pods" in body
+
+
+# --- /debug/flags/v --------------------------------------------------------------------------
+
+VERBOSITY = "/debug/flags/v"
+ASKS = (b"3", b"x", b"3\n", b"-1", b"3000000000", b"9999999999", None)
+"""A level; not a number, with a newline, signed, beyond klog's int32, beyond uint32; a GET."""
+
+
+def asked(port: int) -> list[tuple[int, bytes]]:
+    return [(status, body) for status, _, body in (fetch(port, VERBOSITY, put=ask) for ask in ASKS)]
+
+
+def test_verbosity_is_set_at_run_time_as_with_kube_scheduler(apiserver: ControlPlane, tmp_path: Path) -> None:
+    name = f"flags-{uuid.uuid4().hex[:6]}"
+    theirs_port = free_port()
+    go = start_kube_scheduler(apiserver, scheduler_config(name), theirs_port, VERBOSITY)
+    try:
+        poll(lambda: served(theirs_port), 60, "kube-scheduler's secure port")
+        theirs = asked(theirs_port)
+    finally:
+        go.stop()
+    port = free_port()
+    levels = {n: logging.getLogger(n).level for n in ("", "urllib3", "kubernetes")}
+    try:
+        set_verbosity(0)
+        with scheduler_running(ours_config(apiserver, name), tmp_path, serving(port, VERBOSITY)):
+            mine = asked(port)
+            assert logging.getLogger().level == V(3)
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+    assert mine == theirs
+    assert theirs[0] == (200, b"successfully set klog.logging.verbosity to 3\n")
+    assert [status for status, _ in theirs[1:]] == [400, 400, 400, 400, 400, 406]
