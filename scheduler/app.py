@@ -166,6 +166,7 @@ class App:
     def build(self) -> None:
         self.api = self._client(pool_maxsize=self.settings.binding.workers + 16)
         self.cache = Cache()
+        self.metrics.cache_sizes = self.cache.sizes
         self.queue = SchedulingQueue(
             self.cfg.pod_initial_backoff_seconds,
             self.cfg.pod_max_backoff_seconds,

@@ -20,7 +20,7 @@ plugin in kube-scheduler) is not provided.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,6 +32,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,11 @@ class Metrics:
             registry=r,
         )
 
+        self.cache_sizes: Callable[[], Mapping[str, int]] | None = None
+        """The scheduler cache's sizes by ``type`` (nodes, pods, assumed_pods), read when scraped
+        (``scheduler_cache_size``; the App sets it to ``Cache.sizes``)."""
+        r.register(_CacheSizeCollector(self))
+
         self._pending = {q: self.pending_pods.labels(q) for q in PENDING_QUEUES}
         self._attempt: dict[tuple[str, str], tuple[Callable[[], None], Callable[[float], None]]] = {}
         self._point: dict[tuple[str, str, str], Callable[[float], None]] = {}
@@ -244,6 +250,33 @@ class Metrics:
             inc = self.queue_incoming_pods.labels(queue, event).inc
             self._incoming[(queue, event)] = inc
         inc()
+
+
+class _CacheSizeCollector:
+    """``scheduler_cache_size{type}``, read from the cache when scraped (kube-scheduler's cache
+    sets it every second, ``updateMetrics``)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "scheduler_cache_size",
+            "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            labels=["type"],
+        )
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        sizes = self._metrics.cache_sizes
+        if sizes is not None:
+            for kind, n in sizes().items():
+                family.add_metric([kind], n)
+        yield family
 
 
 def _attempts_label(attempts: int) -> str:

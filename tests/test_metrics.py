@@ -271,3 +271,15 @@ def test_exposition_reads_like_kube_scheduler():
         "# HELP scheduler_scheduling_algorithm_duration_seconds [BETA] Scheduling algorithm latency" in text
     )
     assert "_created" not in text
+
+
+def test_cache_size_is_read_from_the_cache_when_scraped():
+    m = Metrics()
+    assert "scheduler_cache_size{" not in generate_latest(m.registry).decode()  # no cache yet
+    sizes = {"assumed_pods": 1, "pods": 7, "nodes": 3}
+    m.cache_sizes = lambda: sizes
+    text = generate_latest(m.registry).decode()
+    assert "# HELP scheduler_cache_size [ALPHA] Number of nodes, pods, and assumed (bound) pods" in text
+    assert 'scheduler_cache_size{type="pods"} 7.0' in text
+    sizes["pods"] = 8
+    assert 'scheduler_cache_size{type="pods"} 8.0' in generate_latest(m.registry).decode()

@@ -127,6 +127,12 @@ class Cache:
                 self._assumed.discard(pi.uid)
                 self._remove(pi.uid)
 
+    def sizes(self) -> dict[str, int]:
+        """How many nodes, pods (bound or assumed) and assumed pods the cache holds, by
+        ``scheduler_cache_size``'s ``type``."""
+        with self.lock:
+            return {"assumed_pods": len(self._assumed), "pods": len(self._pods), "nodes": len(self._nodes)}
+
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 

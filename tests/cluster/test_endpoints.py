@@ -374,6 +374,8 @@ def test_a_standby_serves_no_pod_resources(
         assert (status, body) == (200, b"")
         status, _, body = fetch(port, "/metrics")
         assert status == 200 and b"scheduler_pending_pods" in body
+        for kind, n in app.cache.sizes().items():  # a standby's cache is warm too
+            assert f'scheduler_cache_size{{type="{kind}"}} {float(n)}'.encode() in body
 
 
 # --- /debug/flags/v --------------------------------------------------------------------------

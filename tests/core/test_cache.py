@@ -15,6 +15,18 @@ def test_assume_counts_before_the_bind_and_forget_undoes_it() -> None:
     assert ni.requested.milli_cpu == 0 and not c.has_pod(p.uid)
 
 
+def test_sizes_count_nodes_pods_and_assumed_pods_as_kube_schedulers_cache() -> None:
+    c = Cache()
+    c.add_node(node("n1"))
+    c.add_pod(pinfo("bound", cpu="1", node="n1"))
+    c.add_pod(pinfo("ghost", cpu="1", node="n2"))  # its node not seen yet: counted, as upstream
+    assumed = pinfo("p", cpu="1")
+    c.assume(assumed, "n1")
+    assert c.sizes() == {"assumed_pods": 1, "pods": 3, "nodes": 2}
+    c.forget(assumed)
+    assert c.sizes() == {"assumed_pods": 0, "pods": 2, "nodes": 2}
+
+
 def test_informer_confirms_an_assumed_pod() -> None:
     c = Cache()
     c.add_node(node("n1"))
