@@ -162,8 +162,14 @@ def test_annotations_steer_pods_until_they_expire(
         pod(admin, namespace, f"p{i}", scheduler)
     assert {bound_to(admin, namespace, f"p{i}") for i in range(3)} == {cool}
 
-    # both busy: nothing fits, and the reason is the load
+    # both busy: nothing fits, and the reason is the load (once the scheduler has seen it: a pod
+    # that came first would go to cool)
     nodes.annotate(cool, 0.9)
+    poll(
+        lambda: cached(cool).get("cpu_usage_avg_5m", "").startswith("0.90000"),
+        10,
+        "cool's new load in the scheduler's cache",
+    )
     pod(admin, namespace, "waiting", scheduler)
     note = failed_with(admin, namespace, "waiting", "cpu_usage_avg_5m above 0.65")
     assert "2 node(s) had cpu_usage_avg_5m above 0.65" in note
