@@ -290,7 +290,7 @@ class App:
             if self.cfg.enable_profiling:
                 # As kube-scheduler's DebugFlags (with enableProfiling, its default): -v, now.
                 self.server.add_setter(VERBOSITY_PATH, set_verbosity_from)
-            if self.judge is None and self._pods is not None:
+            if self.judge is None:
                 # As kube-scheduler's installMetricHandler: every pod's requests and limits,
                 # answered by the leader only.
                 self.server.add_metrics(

@@ -30,6 +30,8 @@ kube-scheduler's VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding`
 * PreBind (binding thread) writes the choice: the PV's ``claimRef`` for a
   static match, the ``selected-node`` annotation for provisioning; then waits
   until every claim is bound (``bindTimeoutSeconds``, default 600).
+
+Not implemented: in-tree to CSI translation of a PV's topology.
 """
 
 from __future__ import annotations
