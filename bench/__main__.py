@@ -20,6 +20,7 @@ from bench import churn, dra, kwok, load, machine, population, prom, report, res
 from bench import contenders as ct
 from bench import workloads as wl
 from bench.procstat import sample
+from scheduler import logs
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.deploy.values import load_values
 
@@ -795,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         return report_from(args)
     # SIGTERM (make interrupted, a CI timeout) cleans up as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(warnings_only=True)
     try:
         return Bench(args).run()
     except KeyboardInterrupt:

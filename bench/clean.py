@@ -21,6 +21,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from bench import churn, dra, kwok, load
+from scheduler import logs
 from scheduler.cluster.client import ClientConfigError, ClientOptions, api_request, new_api_client
 from scheduler.cluster.retry import status_message
 from scheduler.polling import PollTimeoutError, poll
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait for them to go")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(warnings_only=True)
     try:
         api = new_api_client(ClientOptions(kubeconfig=args.kubeconfig, qps=5000, burst=5000, pool_maxsize=40))
         found = leftovers(api)

@@ -28,6 +28,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from scheduler import logs
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.cluster.informers import Informer
 from scheduler.cluster.retry import call_with_retries
@@ -451,6 +452,7 @@ def _observe(
 ) -> None:
     """The observer process: watch the namespace's pods of ``selector``, and its ``Scheduled``
     events about pods named ``event_prefix...``, until told to stop."""
+    logs.setup(warnings_only=True)  # a spawned process: the informers' warnings, with their context
     api = new_api_client(ClientOptions(kubeconfig=kubeconfig, qps=0, burst=1, pool_maxsize=4))
     seen: dict[str, float] = {}
     bound: dict[str, float] = {}

@@ -115,8 +115,11 @@ class JSONFormatter(logging.Formatter):
 _configured = threading.Lock()
 
 
-def setup(verbosity: int = 0, fmt: str = "text", stream: Any = None) -> None:
-    """Configure the root logger once, from the CLI (never at import time)."""
+def setup(verbosity: int = 0, fmt: str = "text", stream: Any = None, warnings_only: bool = False) -> None:
+    """Configure the root logger once, from the CLI (never at import time).
+
+    ``warnings_only``: for the programs beside the scheduler (the benchmark) that use its
+    modules, whose warnings they show with their context and whose info lines they don't."""
     with _configured:
         root = logging.getLogger()
         for h in list(root.handlers):
@@ -125,6 +128,8 @@ def setup(verbosity: int = 0, fmt: str = "text", stream: Any = None) -> None:
         handler.setFormatter(JSONFormatter() if fmt == "json" else KlogFormatter())
         root.addHandler(handler)
         set_verbosity(verbosity)
+        if warnings_only:
+            root.setLevel(logging.WARNING)
 
 
 def set_verbosity(verbosity: int) -> None:

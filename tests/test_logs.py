@@ -1,14 +1,17 @@
-"""scheduler.logs: what ``err=`` says of an exception."""
+"""scheduler.logs: what ``err=`` says of an exception; the root logger ``setup`` leaves."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
+from collections.abc import Iterator
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.logs import JSONFormatter, KlogFormatter, error_text
+from scheduler.logs import JSONFormatter, KlogFormatter, error_text, kv, setup
 
 
 def _api_error(status: int, reason: str, message: str) -> ApiException:
@@ -39,3 +42,38 @@ def test_both_formats_carry_it() -> None:
     want = "ApiException: 500 Internal Server Error: etcdserver: request timed out"
     assert KlogFormatter().format(record).endswith(" err=" + json.dumps(want))
     assert json.loads(JSONFormatter().format(record))["err"] == want
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+def test_warnings_only_shows_warnings_with_their_context(root_logger: logging.Logger) -> None:
+    out = io.StringIO()
+    setup(stream=out, warnings_only=True)
+    log = logging.getLogger("scheduler.cluster.informers")
+    log.info("Watch expired, relisting", extra=kv(informer="pods"))
+    log.warning(
+        "Watch or list failed; retrying", extra=kv(informer="pods", err="TimeoutError: read timed out")
+    )
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("W")
+    assert lines[0].endswith(
+        '"Watch or list failed; retrying" informer="pods" err="TimeoutError: read timed out"'
+    )
+
+
+def test_verbosity_zero_shows_info(root_logger: logging.Logger) -> None:
+    out = io.StringIO()
+    setup(stream=out)
+    logging.getLogger("scheduler.app").info("Caches are synced", extra=kv(pods=3))
+    assert out.getvalue().startswith("I") and out.getvalue().rstrip().endswith('"Caches are synced" pods=3')

@@ -26,6 +26,7 @@ from bench.placement import contenders as pc
 from bench.placement import model, report
 from bench.placement import run as prun
 from bench.placement.kwokconfig import documents
+from scheduler import logs
 from scheduler.cluster.client import ClientOptions, new_api_client
 from scheduler.deploy.templates import estimator_args, render
 from scheduler.deploy.values import load_values, prometheus_seconds
@@ -115,7 +116,7 @@ def bench_policy(policy: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logs.setup(warnings_only=True)
     workdir = args.workdir or REPO / "_artifacts" / "bench-placement" / time.strftime("%Y%m%dT%H%M%S")
     workdir.mkdir(parents=True, exist_ok=True)
 

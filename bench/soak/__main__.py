@@ -25,6 +25,7 @@ from bench.soak.binds import ScheduledEvents
 from bench.soak.sample import Sampler
 from e2e.fit import allocatable
 from e2e.watching import PodWatch
+from scheduler import logs
 from scheduler.cluster.client import ClientOptions, api_request, new_api_client
 from scheduler.polling import PollTimeoutError, poll
 
@@ -248,7 +249,7 @@ def clean_up(api: client.ApiClient) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logs.setup(warnings_only=True)
     try:
         settings = plan.Settings(
             minutes=args.minutes,
