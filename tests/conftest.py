@@ -25,12 +25,15 @@ def _apiserver_for_marked_tests(request: pytest.FixtureRequest) -> None:
 def _no_cli_log_handler_left() -> Iterator[None]:
     """A command's main() sets up the root logger on the stderr of its test (capsys); once
     that test is over the stream is closed, and anything logged before the next main()
-    would fail to write. Each test starts without a handler of a previous main()."""
-    yield
+    would fail to write. Each test starts without a handler of a previous main(), and with
+    the root logger's level as it was (``logs.setup`` sets it)."""
     root = logging.getLogger()
+    level = root.level
+    yield
     for h in list(root.handlers):
         if isinstance(h.formatter, KlogFormatter | JSONFormatter):
             root.removeHandler(h)
+    root.setLevel(level)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
 import sys
 import textwrap
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +22,6 @@ from scheduler.version import KUBERNETES_RELEASE
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "tests" / "config" / "data" / "seed-scheduler-config.yaml"
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """The command configures the root logger; give it back as it was."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 class FakeApp:

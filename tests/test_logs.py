@@ -1,4 +1,5 @@
-"""scheduler.logs: what ``err=`` says of an exception; the root logger ``setup`` leaves."""
+"""scheduler.logs: what ``err=`` says of an exception; what ``setup`` lets through (tests/conftest.py
+gives the root logger back after each test)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Iterator
 
-import pytest
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.logs import JSONFormatter, KlogFormatter, error_text, kv, setup
@@ -44,19 +43,7 @@ def test_both_formats_carry_it() -> None:
     assert json.loads(JSONFormatter().format(record))["err"] == want
 
 
-@pytest.fixture
-def root_logger() -> Iterator[logging.Logger]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield root
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
-
-
-def test_warnings_only_shows_warnings_with_their_context(root_logger: logging.Logger) -> None:
+def test_warnings_only_shows_warnings_with_their_context() -> None:
     out = io.StringIO()
     setup(stream=out, warnings_only=True)
     log = logging.getLogger("scheduler.cluster.informers")
@@ -72,7 +59,7 @@ def test_warnings_only_shows_warnings_with_their_context(root_logger: logging.Lo
     )
 
 
-def test_verbosity_zero_shows_info(root_logger: logging.Logger) -> None:
+def test_verbosity_zero_shows_info() -> None:
     out = io.StringIO()
     setup(stream=out)
     logging.getLogger("scheduler.app").info("Caches are synced", extra=kv(pods=3))
